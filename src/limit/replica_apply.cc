@@ -410,8 +410,9 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     const Biz* biz = map->FindId(c.biz_id);
     // A biz this map has not (taken out of it, or not yet reloaded in): its
     // node could be neither read nor served here, and a refusal would stop
-    // the link for every other biz's changes until the maps agree. Skipped;
-    // the server says so (Handler::NoteChangesOfNoBiz).
+    // the link for every other biz's changes until the maps agree. Skipped
+    // here; the server keeps them aside for the reload that brings the biz
+    // (Handler::KeepChangesOfNoBiz).
     if (biz == nullptr || c.kind == Change::Kind::kResetBiz) continue;
     if (Status s = CheckChange(c, i); !s.ok()) return s;
     if (i < skip_first) continue;  // a snapshot carried it

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/srv_config.h"
@@ -38,6 +39,7 @@
 #include "frs/admin_engine.h"
 #include "frs/clock.h"
 #include "frs/key.h"
+#include "os/unique_fd.h"
 #include "server/decision_log.h"
 #include "server/envoy_json.h"
 #include "server/envoy_log.h"
@@ -196,10 +198,12 @@ class Handler {
   // them delivers): a batch of it came back to the shard that made it.
   bool OwnStream(std::string_view stream) const;
   ReplicaLinksView LinksView() const;
-  // The changes of a biz this map has not (the engine skips them), from
-  // change `skip` on: kept aside (replica_park.h) for the reload that
-  // brings it, and said at most once a minute.
-  void KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q);
+  std::vector<std::pair<uint32_t, size_t>> BizzesNotInMap(std::span<const Change> changes, size_t skip);
+  // The changes of the bizzes `unknown` (BizzesNotInMap's), from change
+  // `skip` on: kept aside (replica_park.h) in `park` for the reload that
+  // brings them, and said at most once a minute.
+  void KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q,
+                          std::span<const std::pair<uint32_t, size_t>> unknown, const Result<os::UniqueFd>& park);
   // Its forms, once the sender is known to be another shard of this
   // <cluster> (`peer`: its index in the ring the request is of), which runs
   // this shard's list, the one before it, or the one after it.

@@ -473,21 +473,13 @@ bool Handler::OwnStream(std::string_view stream) const {
   return false;
 }
 
-// Changes of a biz this map has not are skipped by the engine (a map edit
-// that reached one shard first must not stop the link for every other
-// biz). Dropped, they left this copy short of that biz's uses until their
-// windows ended, and a failover after the rollout granted them again (10
-// of 5 from outside): kept aside instead, one record per biz, for the
-// reload that brings it (TakeParkedChanges). Only once the batch is
-// applied here: kept before, a batch refused after (503) or taken before
-// by a worker that has the biz (a lost acknowledgement, sent again) would
-// count them twice. A worker killed between the two loses them, as an
-// acknowledgement lost there loses nothing else.
-void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q) {
+// The bizzes among `changes` (from `skip` on) that this map has not, each
+// with its number of changes: the engine skips them.
+std::vector<std::pair<uint32_t, size_t>> Handler::BizzesNotInMap(std::span<const Change> changes, size_t skip) {
   // A batch's changes run by biz: each run's id looked up once, on the
   // receiving path of every replicated use.
   uint32_t run_id = UINT32_MAX;
-  std::vector<std::pair<uint32_t, size_t>> unknown;  // biz, its changes in the batch
+  std::vector<std::pair<uint32_t, size_t>> unknown;
   bool run_known = true;
   for (size_t i = skip; i < changes.size(); ++i) {
     const Change& c = changes[i];
@@ -500,7 +492,23 @@ void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, c
     if (it == unknown.end()) unknown.emplace_back(c.biz_id, 1);
     else ++it->second;
   }
-  if (unknown.empty()) return;
+  return unknown;
+}
+
+// Changes of a biz this map has not are skipped by the engine (a map edit
+// that reached one shard first must not stop the link for every other
+// biz). Dropped, they left this copy short of that biz's uses until their
+// windows ended, and a failover after the rollout granted them again (10
+// of 5 from outside): kept aside instead, one record per biz, for the
+// reload that brings it (TakeParkedChanges). Only once the batch is
+// applied here: kept before, a batch refused after (503) or taken before
+// by a worker that has the biz (a lost acknowledgement, sent again) would
+// count them twice. `park`, the file, was locked before the apply
+// (LockParked says why). A worker killed between the two loses them, as an
+// acknowledgement lost there loses nothing else.
+void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q,
+                                 std::span<const std::pair<uint32_t, size_t>> unknown,
+                                 const Result<os::UniqueFd>& park) {
   // Not kept: an admin's set, delete or reset (ParkChanges leaves them
   // out: the copy counts more, never less), or everything when the file
   // takes nothing (full, an I/O error: those uses are missing here).
@@ -509,9 +517,9 @@ void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, c
   std::string why;
   for (const auto& [biz, n] : unknown) {
     size_t k = 0;
-    const Status s = opts_.park_path.empty() ? Status::Unavailable("no store directory")
-                                             : ParkChanges(opts_.park_path, biz, q.stream, q.seq, changes.subspan(skip),
-                                                           ::time(nullptr), &k);
+    const Status s = !park.ok() ? park.status()
+                                : ParkChanges(park.value(), opts_.park_path, biz, q.stream, q.seq,
+                                              changes.subspan(skip), ::time(nullptr), &k);
     kept += k;
     if (s.ok()) {
       unkept += n - k;
@@ -570,12 +578,13 @@ void Handler::TakeParkedChanges() {
   }
   for (const std::string& p : taken->problems) FRS_LOG("replicas: %s", p.c_str());
   if (taken->applied > 0) {
-    std::string bizzes;
+    std::string bizzes, still;
     for (uint32_t b : taken->bizzes) bizzes += (bizzes.empty() ? "" : ", ") + std::to_string(b);
-    FRS_LOG("replicas: %zu change(s) another shard sent of biz(es) %s while this map lacked them are applied now%s",
-            taken->applied, bizzes.c_str(),
-            taken->kept > 0 ? (" (" + std::to_string(taken->kept) + " still kept for bizzes this map has not)").c_str()
-                            : "");
+    if (taken->kept > 0) still = std::to_string(taken->kept) + " still kept for bizzes this map has not";
+    if (taken->held > 0)
+      still += (still.empty() ? "" : ", ") + std::to_string(taken->held) + " held for the next take (said above)";
+    FRS_LOG("replicas: %zu change(s) another shard sent of biz(es) %s while this map lacked them are applied now%s%s%s",
+            taken->applied, bizzes.c_str(), still.empty() ? "" : " (", still.c_str(), still.empty() ? "" : ")");
   }
   if (taken->dropped > 0)
     FRS_LOG(
@@ -642,6 +651,13 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     return;
   }
   const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
+  // Changes this map cannot apply are kept aside, in a file locked from
+  // before the apply to after their records (LockParked).
+  const std::vector<std::pair<uint32_t, size_t>> unknown = BizzesNotInMap(changes, skip);
+  std::optional<Result<os::UniqueFd>> park;
+  if (!unknown.empty())
+    park.emplace(opts_.park_path.empty() ? Result<os::UniqueFd>(Status::Unavailable("no store directory"))
+                                         : LockParked(opts_.park_path));
   // While a batch of this stream that resets a biz is applied, no other of
   // it is; nor does one start while another of it is applied (reset_claim.h).
   std::optional<ResetClaim> claim;
@@ -676,7 +692,7 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
     else CounterAdd(counters_->replica.duplicates);
   }
-  if (applied.value()) KeepChangesOfNoBiz(changes, skip, q);
+  if (applied.value() && park) KeepChangesOfNoBiz(changes, skip, q, unknown, *park);
   // Uses the sender answered alone are here now: each worker refuses the
   // answers it holds on the side they change, judged without them
   // (Replicator::NoteAloneApplied). Released after the store took them,

@@ -33,10 +33,13 @@ constexpr std::string_view kEndLine = "end\n";
 // locking a file no name leads to, whose records nobody would take.
 Result<os::UniqueFd> OpenParkLocked(const std::string& path, bool create) {
   for (int tries = 0; tries < 100; ++tries) {
-    const int flags = (create ? O_RDWR | O_APPEND | O_CREAT : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    // Never through a link: one placed there would have a root frsd append
+    // what clients name to the file it leads to, or make it.
+    const int flags = (create ? O_RDWR | O_APPEND | O_CREAT : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
     os::UniqueFd fd(::open(path.c_str(), flags, 0600));
     if (!fd.valid()) {
       if (!create && errno == ENOENT) return os::UniqueFd();
+      if (errno == ELOOP) return Status::IOError(path + " is a symbolic link: frsd keeps only a file of its own there");
       return Status::FromErrno("cannot open " + path, errno);
     }
     struct stat held, named;
@@ -58,6 +61,11 @@ template <typename T>
 bool ParkNumber(std::string_view s, T* v) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
   return ec == std::errc() && p == s.data() + s.size();
+}
+
+// A change a record keeps: a use or a rule's event (ParkChanges).
+bool Kept(const Change& c, uint32_t biz) {
+  return c.biz_id == biz && (c.kind == Change::Kind::kAdd || c.kind == Change::Kind::kEvent);
 }
 
 // What a reading found at the start of the text left.
@@ -100,8 +108,12 @@ Read ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) 
     }
     len = end + 1;
   }
+  // Its changes are those ParkChanges keeps, of its own biz: one of another
+  // biz (the file edited) would be applied once that biz comes, to a node
+  // its own uses already count.
   if (!text->substr(len).starts_with(kEndLine) ||
-      !DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() || b->changes.size() != count) {
+      !DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() || b->changes.size() != count ||
+      !std::all_of(b->changes.begin(), b->changes.end(), [&](const Change& c) { return Kept(c, b->biz); })) {
     text->remove_prefix(len);
     return text->starts_with(kBatchWord) || text->empty() ? Read::kDamaged : skip_to_next();
   }
@@ -110,14 +122,13 @@ Read ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) 
   return Read::kRecord;
 }
 
-// A change a record keeps: a use or a rule's event (ParkChanges).
-bool Kept(const Change& c, uint32_t biz) {
-  return c.biz_id == biz && (c.kind == Change::Kind::kAdd || c.kind == Change::Kind::kEvent);
-}
-
 // Removes what a killed taker left of its rewrite (os/whole_file.h's
-// temporary names). Called under the file's lock: a live taker's temporary
-// exists only while it holds the lock of the file the name leads to.
+// temporary names). Called under the file's lock (a take), or before any
+// worker runs (RemoveParked, at a new store's catch-up): a live taker's
+// temporary exists only while it holds the lock of the file the name
+// leads to. replica_spool.cc judges a spool's temporaries by their age and
+// their own lock instead: no one lock is held over all of a spool's makers,
+// as this file's is over its takers.
 void RemoveParkTemps(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
@@ -133,7 +144,9 @@ void RemoveParkTemps(const std::string& path) {
 
 }  // namespace
 
-Status ParkChanges(const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq,
+Result<os::UniqueFd> LockParked(const std::string& path) { return OpenParkLocked(path, true); }
+
+Status ParkChanges(const os::UniqueFd& fd, const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq,
                    std::span<const Change> changes, int64_t now_s, size_t* kept) {
   *kept = 0;
   if (!ParkWord(stream)) return Status::InvalidArgument("a stream name with a space or a line break is not kept aside");
@@ -148,10 +161,8 @@ Status ParkChanges(const std::string& path, uint32_t biz, std::string_view strea
   const std::string record = std::string(kBatchWord) + std::to_string(biz) + " " + std::to_string(seq) + " " +
                              std::to_string(now_s) + " " + std::to_string(count) + " " + std::string(stream) + "\n" +
                              lines + std::string(kEndLine);
-  auto fd = OpenParkLocked(path, true);
-  if (!fd.ok()) return fd.status();
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   const size_t size = static_cast<size_t>(st.st_size);
   if (size + record.size() + 1 > kMaxParkedBytes)
     return Status::IOError(path + " holds " + std::to_string(size) + " bytes already (at most " +
@@ -159,13 +170,13 @@ Status ParkChanges(const std::string& path, uint32_t biz, std::string_view strea
   // A writer killed mid-write left a line without its end: this record
   // starts on a line of its own, so that the reader finds its header.
   char last = '\n';
-  if (size > 0 && ::pread(fd->get(), &last, 1, static_cast<off_t>(size - 1)) != 1)
+  if (size > 0 && ::pread(fd.get(), &last, 1, static_cast<off_t>(size - 1)) != 1)
     return Status::FromErrno("cannot read " + path, errno);
   std::string out = size == 0 ? std::string(kParkedMagic) : last != '\n' ? std::string("\n") : std::string();
   out += record;
   size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n = ::write(fd->get(), out.data() + done, out.size() - done);
+    const ssize_t n = ::write(fd.get(), out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       // What a short write left is a damaged record, which the reader
@@ -199,6 +210,12 @@ Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(u
     got += static_cast<size_t>(n);
   }
   text.resize(got);
+  if (text.empty()) {
+    // Its first writer stopped before the first byte (a full disk): no
+    // record, and nothing to say at each take.
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("cannot remove " + path, errno);
+    return taken;
+  }
   std::string_view rest = text;
   if (rest.starts_with(kParkedMagic)) rest.remove_prefix(kParkedMagic.size());
   else taken.problems.push_back(path + " does not start with \"frs-replica-parked 1\": read from its first record");
@@ -219,7 +236,8 @@ Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(u
     }
     const bool old = now_s - b.at_s > kMaxParkedSeconds;
     const bool blocked = held_back.count({b.biz, b.stream}) != 0;
-    if (!blocked && known(b.biz)) {
+    const bool is_known = known(b.biz);
+    if (!blocked && is_known) {
       Result<bool> r = apply(b);
       if (r.ok()) {
         (*r ? taken.applied : taken.duplicates) += b.changes.size();
@@ -244,12 +262,13 @@ Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(u
       changed = true;
       continue;
     }
-    taken.kept += b.changes.size();
+    (is_known ? taken.held : taken.kept) += b.changes.size();
     keep += raw;
   }
   if (damaged_bytes > 0)
-    taken.problems.push_back(std::to_string(damaged_bytes) + " byte(s) of " + path +
-                             " are no whole record (a writer killed mid-write?): dropped");
+    taken.problems.push_back(
+        std::to_string(damaged_bytes) + " byte(s) of " + path +
+        " are no whole record frsd wrote (a writer killed mid-write, or the file edited): dropped");
   if (!changed) return taken;
   // Still under the lock: a writer that waits for it finds the name leads
   // elsewhere and opens it again.

@@ -40,6 +40,7 @@
 
 #include "frs/change.h"
 #include "frs/status.h"
+#include "os/unique_fd.h"
 
 namespace frs::server {
 
@@ -51,7 +52,13 @@ inline constexpr size_t kMaxParkedBytes = size_t{16} << 20;
 // first take after it: a reload, a worker's start).
 inline constexpr int64_t kMaxParkedSeconds = 86400;
 
+// Its changes' keys point into `keys`: neither copied nor moved (a moved
+// short string moves its bytes, and the keys would point at the old ones).
 struct ParkedBatch {
+  ParkedBatch() = default;
+  ParkedBatch(const ParkedBatch&) = delete;
+  ParkedBatch& operator=(const ParkedBatch&) = delete;
+
   uint32_t biz = 0;
   uint64_t seq = 0;
   int64_t at_s = 0;
@@ -60,22 +67,34 @@ struct ParkedBatch {
   std::vector<std::string> keys;
 };
 
-// Appends the uses and rule events of `biz` among `changes` (in their
-// order) as one record of the batch `stream`/`seq`; *kept says how many. A
-// set, an erase or a reset of the biz is not kept: applied after the uses
-// that followed it (a worker that reloaded first applies those directly),
-// it would undo them; left out, the copy counts more than its sender,
-// never less. Nothing to keep: nothing written. An error (the file full,
-// or I/O: IOError; a stream name with a space or a line break:
-// InvalidArgument) writes nothing.
-[[nodiscard]] Status ParkChanges(const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq,
-                                 std::span<const Change> changes, int64_t now_s, size_t* kept);
+// The file opened and locked (an flock) for one batch's records: taken
+// before the batch is applied and held until its records are written. A
+// take applies the records in file order, each biz and stream under one
+// receipt that keeps the highest seq applied, so the records of a stream
+// must be in the file in the order their batches were applied: one written
+// after a later one of its stream (its worker slow between the two steps)
+// would read as applied before, and its uses be lost. Waits while another
+// process holds the lock: a take of a whole file (docs/store.md gives its
+// time), or another batch's apply.
+[[nodiscard]] Result<os::UniqueFd> LockParked(const std::string& path);
+
+// Appends to the file `fd` (LockParked's, for `path`) the uses and rule
+// events of `biz` among `changes` (in their order) as one record of the
+// batch `stream`/`seq`; *kept says how many. A set, an erase or a reset of
+// the biz is not kept: applied after the uses that followed it (a worker
+// that reloaded first applies those directly), it would undo them; left
+// out, the copy counts more than its sender, never less. Nothing to keep:
+// nothing written. An error (the file full, or I/O: IOError; a stream name
+// with a space or a line break: InvalidArgument) writes nothing.
+[[nodiscard]] Status ParkChanges(const os::UniqueFd& fd, const std::string& path, uint32_t biz, std::string_view stream,
+                                 uint64_t seq, std::span<const Change> changes, int64_t now_s, size_t* kept);
 
 struct ParkTaken {
   size_t applied = 0;                 // changes of records applied
   size_t duplicates = 0;              // changes of records applied before (a take killed before its rewrite)
   size_t dropped = 0;                 // changes kept past kMaxParkedSeconds, refused for good, or damaged
-  size_t kept = 0;                    // changes still waiting for their biz, or for a store that took none
+  size_t kept = 0;                    // changes of records still waiting for their biz
+  size_t held = 0;                    // changes of records of a known biz held back (an apply refused for now)
   std::vector<uint32_t> bizzes;       // the bizzes applied, each once
   std::vector<std::string> problems;  // damaged records dropped, applies refused
 };
@@ -87,8 +106,9 @@ struct ParkTaken {
 // (it would never apply); another error keeps the record and every later
 // one of its biz and stream (a later batch would move their receipt past
 // it), the others going on. A record that is not whole (its writer killed
-// mid-write) is dropped and the reading goes on at the next one. No file:
-// nothing taken.
+// mid-write) is dropped and the reading goes on at the next one. No file,
+// or an empty one (its first writer stopped before the first byte):
+// nothing taken, and an empty file removed.
 [[nodiscard]] Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(uint32_t)>& known,
                                            const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s);
 

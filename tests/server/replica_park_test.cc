@@ -30,11 +30,14 @@ std::vector<Change> Batch() {
   return b;
 }
 
-// ParkChanges, its count of what it kept checked by the caller.
+// ParkChanges under the file's lock, as a worker keeps a batch's changes
+// aside; its count of what it kept checked by the caller.
 Status Park(const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq, const std::vector<Change>& b,
             int64_t now, size_t* kept = nullptr) {
   size_t k = 0;
-  Status s = ParkChanges(path, biz, stream, seq, b, now, &k);
+  auto fd = LockParked(path);
+  if (!fd.ok()) return fd.status();
+  Status s = ParkChanges(*fd, path, biz, stream, seq, b, now, &k);
   if (kept != nullptr) *kept = k;
   return s;
 }
@@ -129,7 +132,8 @@ TEST(ReplicaPark, ARefusedApplyHoldsBackItsStreamOnlyAndANeverApplyingOneGoes) {
   auto taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
   EXPECT_EQ(taken->applied, 0u);
-  EXPECT_EQ(taken->kept, 5u);
+  EXPECT_EQ(taken->held, 5u);  // their bizzes known: held back, not waiting for them
+  EXPECT_EQ(taken->kept, 0u);
   // Stream s's seq 2 not tried (its receipt would pass seq 1's); t's was.
   ASSERT_EQ(t.seen.size(), 2u);
   EXPECT_EQ(t.seen[1].biz, 4u);
@@ -225,6 +229,30 @@ TEST(ReplicaPark, ARecordCutShortByItsWritersDeathLosesNoOther) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+TEST(ReplicaPark, ARecordHoldingAnotherBizsChangeOrASetIsDropped) {
+  // Found from outside: a record of biz 3 whose line named biz 1 counted
+  // on biz 1's node once biz 3 came, beside biz 1's own uses. Written by
+  // hand, as such a record can only be.
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow).ok());
+  {
+    std::ofstream f(path, std::ios::app);
+    f << "batch 3 2 " << kParkNow << " 1 s\nA 1 - 1 1764547200000 other\nend\n";
+    f << "batch 3 3 " << kParkNow << " 1 s\nS 3 - 1 1764547200000 set\nend\n";
+  }
+  ASSERT_TRUE(Park(path, 3, "s", 4, Batch(), kParkNow).ok());
+  Taker t;
+  t.known = {1, 3};
+  auto taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  ASSERT_EQ(t.seen.size(), 2u);
+  EXPECT_EQ(t.seen[0].seq, 1u);
+  EXPECT_EQ(t.seen[1].seq, 4u);
+  EXPECT_EQ(taken->applied, 4u);
+  EXPECT_NE(Problems(*taken).find("no whole record frsd wrote"), std::string::npos) << Problems(*taken);
+}
+
 TEST(ReplicaPark, ARecordADayOldWhoseBizNeverCameIsDropped) {
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
@@ -246,13 +274,53 @@ TEST(ReplicaPark, TheFileIsBoundedAndAStreamWithASpaceIsRefused) {
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
   EXPECT_EQ(Park(path, 3, "a b", 1, Batch(), kParkNow).code(), Status::Code::kInvalidArgument);
-  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(std::filesystem::file_size(path), 0u);  // made by its lock, nothing written
   ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow).ok());
   ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(kMaxParkedBytes)), 0);
   const Status full = Park(path, 3, "s", 2, Batch(), kParkNow);
   EXPECT_EQ(full.code(), Status::Code::kIOError);
   EXPECT_NE(full.message().find("at most"), std::string::npos) << full.message();
   EXPECT_EQ(std::filesystem::file_size(path), kMaxParkedBytes);
+}
+
+TEST(ReplicaPark, ALinkInItsPlaceIsNeverFollowed) {
+  // Found from outside: a root frsd appended the records (keys its clients
+  // chose) to the file a link there led to, and made one for a dangling
+  // link.
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  const std::string victim = dir / "victim", made = dir / "made";
+  {
+    std::ofstream f(victim);
+    f << "mine\n";
+  }
+  for (const std::string& target : {victim, made}) {
+    std::filesystem::remove(path);
+    std::filesystem::create_symlink(target, path);
+    const Status s = Park(path, 3, "s", 1, Batch(), kParkNow);
+    EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+    EXPECT_NE(s.message().find("symbolic link"), std::string::npos) << s.message();
+    Taker t;
+    t.known = {3};
+    EXPECT_FALSE(t.Take(path).ok());
+  }
+  EXPECT_EQ(std::filesystem::file_size(victim), 5u);
+  EXPECT_FALSE(std::filesystem::exists(made));
+}
+
+TEST(ReplicaPark, AnEmptyFileIsNoRecordAndGoesUnsaid) {
+  // Its first writer stopped before the first byte (a full disk): said as
+  // damaged at every take, it would never go.
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  { std::ofstream(path.c_str()); }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  Taker t;
+  auto taken = t.Take(path);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_TRUE(taken->problems.empty()) << Problems(*taken);
+  EXPECT_EQ(taken->applied + taken->dropped + taken->kept + taken->held, 0u);
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 }  // namespace
