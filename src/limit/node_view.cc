@@ -21,6 +21,7 @@
 #include "limit/engine_impl.h"
 #include "limit/node_json.h"
 #include "limit/reservation.h"
+#include "limit/rule_state.h"
 
 namespace frs::limit {
 namespace {
@@ -424,6 +425,10 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
     if (TagAlgo(tag) != a || TagInterval(tag) != interval->i || TagBytes(tag) != block.size()) {
       return Status::InvalidArgument("a rule state's tag does not match its algo, interval and length");
     }
+    if (std::string p =
+            BlockProblem(a, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(block.data()), block.size()));
+        !p.empty())
+      return Status::InvalidArgument("a " + std::string(AlgoName(a)) + " rule's state holds " + p);
     state += block;
     if (state.size() > kMaxStateBytes) return Status::InvalidArgument("rule states exceed a node's state");
   }

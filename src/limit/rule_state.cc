@@ -118,6 +118,26 @@ void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, c
   }
 }
 
+std::string BlockProblem(Algo algo, std::span<const uint8_t> block) {
+  constexpr uint32_t kMost = INT32_MAX;
+  auto count_at = [&](size_t at, const char* what) -> std::string {
+    const uint32_t v = Load32(block.data() + at);
+    return v > kMost ? std::string(what) + " of " + std::to_string(v) + " (at most 2147483647)" : std::string();
+  };
+  switch (algo) {
+    case Algo::kFixed:
+    case Algo::kCalendar:
+      if (std::string p = count_at(8, "a count"); !p.empty()) return p;
+      return count_at(12, "a debt");
+    case Algo::kSliding:
+      if (block.size() != SlidingWindow::kApproxBytes || TagNarrow(Load32(block.data()))) return {};
+      for (size_t at = 8; at + 4 <= block.size(); at += 4)
+        if (std::string p = count_at(at, "a bucket's count"); !p.empty()) return p;
+      return {};
+    default: return {};
+  }
+}
+
 namespace {
 
 // A fixed or calendar block written under another rule (`old_tag`: another

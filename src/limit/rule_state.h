@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "frs/decision.h"
 #include "limit/rule_block.h"
@@ -39,6 +40,14 @@ void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
 void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
 int64_t ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now);
 void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
+
+// What is wrong with a block that came from outside (an import, a node
+// another shard sent) beside its tag, which the caller checked: "" when
+// nothing. The counts of fixed and calendar windows (count and debt) and
+// of the sliding window's buckets are 0..2147483647, as a set's count is:
+// a debt of 2^31 imported made a key's limit 0 for its window (found from
+// outside). The other blocks' fields are bounded where they are read.
+std::string BlockProblem(Algo algo, std::span<const uint8_t> block);
 
 // Handoff: folds `incoming`, a block in `spec`'s layout counted for the same
 // key on another shard, into `block` so that neither side's recorded uses are

@@ -459,6 +459,42 @@ TEST_F(EngineTest, RemovedBizBecomesStaleAndIsEvictedFirst) {
   EXPECT_EQ(Do(*e, Cmd::kGet, "new", "n0").count, 1);
 }
 
+TEST_F(EngineTest, AnImportedCountOutOfRangeIsRefused) {
+  // Found from outside: a fixed rule's debt of 2^31 imported without a word
+  // made the key's limit 0 until its window ended; a count of 2^32 - 1 was
+  // taken as such, where a set refuses anything past 2^31 - 1.
+  auto e = EngineFor(R"(<map><biz id="7" name="api"><rule interval="3600" max="100"/>
+    <rule algo="sliding" interval="600" max="50"/></biz></map>)");
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "api", "k", 2).allowed);
+  std::string line;
+  ASSERT_TRUE(store_->ForEach({}, [&](const NodeInfo& n) { line = e->ExportNode(n).value(); }).ok());
+  ASSERT_TRUE(e->CheckImport(line).ok());
+  const size_t fixed = line.find("\"state\":\"") + 9;
+  const size_t sliding = line.find("\"state\":\"", fixed) + 9;
+  ASSERT_NE(sliding, std::string::npos + 9);
+  const struct {
+    size_t at;
+    const char* hex;
+    const char* says;
+  } cases[] = {
+      {fixed + 24, "00000080", "a debt of 2147483648"},
+      {fixed + 16, "ffffffff", "a count of 4294967295"},
+      {sliding + 16, "ffffffff", "a bucket's count of 4294967295"},
+  };
+  for (const auto& c : cases) {
+    std::string bad = line;
+    bad.replace(c.at, 8, c.hex);
+    const Status s = e->CheckImport(bad);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(c.says), std::string::npos) << s.ToString();
+    EXPECT_EQ(e->ImportNode(bad).status().code(), Status::Code::kInvalidArgument);
+  }
+  EXPECT_EQ(Do(*e, Cmd::kGet, "api", "k").count, 2);
+  std::string most = line;
+  most.replace(fixed + 16, 8, "ffffff7f");  // 2^31 - 1: a count a set may write
+  EXPECT_TRUE(e->CheckImport(most).ok());
+}
+
 TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
   auto e = EngineFor(R"(<map><biz id="7" name="api"><rule interval="3600" max="100" borrow="5"/>
     <rule algo="token_bucket" interval="10" max="3"/><rule algo="sliding" interval="600" max="50"/></biz></map>)");
