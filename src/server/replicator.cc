@@ -989,9 +989,11 @@ void Replicator::Reached(const Link& l) {
                                             : ReadMissedSnapshots(opts_.journal_dir);
     if (missed.ok())
       for (const MissedSnapshot& m : *missed)
-        if (m.shard == l.name)
+        if (m.shard == l.name) {
           FRS_LOG("replicas: %s answers again: %s", l.name.c_str(),
                   MissedSnapshotWords(opts_.journal_dir, m, ::time(nullptr)).c_str());
+          break;  // said once, however often an edited file names it
+        }
   }
 }
 

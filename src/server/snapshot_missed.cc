@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 
@@ -11,8 +12,9 @@
 
 namespace frs::server {
 
-Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store_dir) {
+Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store_dir, size_t* unread) {
   std::vector<MissedSnapshot> out;
+  size_t skipped = 0;
   auto text = os::ReadTextFile(os::store_dir::In(store_dir, os::store_dir::kSnapshotMissed), 1 << 20);
   if (!text.ok()) {
     if (text.status().IsNotFound()) return out;
@@ -23,13 +25,18 @@ Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store
     const size_t nl = rest.find('\n');
     const std::string_view line = rest.substr(0, nl);
     rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    if (line.empty()) continue;
     const size_t sp = line.find(' ');
-    if (sp == 0 || sp == std::string_view::npos) continue;
-    MissedSnapshot m{std::string(line.substr(0, sp)), 0};
-    const std::string_view t = line.substr(sp + 1);
+    const std::string_view name = line.substr(0, sp);
+    const bool printable = std::all_of(name.begin(), name.end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
+    MissedSnapshot m{std::string(name), 0};
+    const std::string_view t = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
     auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), m.at_s);
-    if (ec == std::errc() && p == t.data() + t.size() && m.at_s > 0) out.push_back(std::move(m));
+    if (sp != 0 && sp <= 255 && printable && !t.empty() && ec == std::errc() && p == t.data() + t.size() && m.at_s > 0)
+      out.push_back(std::move(m));
+    else ++skipped;
   }
+  if (unread != nullptr) *unread = skipped;
   return out;
 }
 

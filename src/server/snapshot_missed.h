@@ -33,9 +33,10 @@ struct MissedSnapshot {
   int64_t at_s = 0;   // unix second of the start that missed it
 };
 
-// The file's lines; no file: none. A line that is not "NAME UNIX_S" is
-// skipped (the file is the operator's to edit).
-Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store_dir);
+// The file's lines; no file: none. A line that is not "NAME UNIX_S" (a
+// name of at most 255 printable bytes, a time after 1970) is skipped and
+// counted in *unread when given: the file is the operator's to edit.
+Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store_dir, size_t* unread = nullptr);
 
 // The file made whole with `missed`, or removed when it is empty.
 [[nodiscard]] Status WriteMissedSnapshots(const std::string& store_dir, const std::vector<MissedSnapshot>& missed);

@@ -1894,9 +1894,19 @@ class Replicas(unittest.TestCase):
         p.b.start()
         said = "replicas: %s answers again: this store took no snapshot from %s" % (p.b.name, p.b.name)
         self.assertTrue(processes.wait_for(lambda: said in p.a.log(), 10), p.a.log())
+        # Lines an edit added are said in one line: a shard this ring has
+        # not, one not in form, B again (found from outside: each said, and
+        # the remedy said for a shard of no ring).
+        with open(missed, "a") as f:
+            f.write("10.9.9.9:1 1764547200\njunk\x01 line\n%s 1764547200\n" % p.b.name)
+        stderr = os.path.join(p.a.dir, "stderr")
+        before = len(processes.read_text(stderr))
         p.a.stop()
         p.a.start()
-        self.assertIn("replicas: this store took no snapshot from " + p.b.name, p.a.log())
+        since = processes.read_text(stderr)[before:]
+        self.assertEqual(since.count("replicas: this store took no snapshot from " + p.b.name), 1, since)
+        self.assertNotIn("10.9.9.9", since)
+        self.assertIn('has 1 line(s) that are not "SHARD UNIX_S" and 1 naming no shard of this <cluster>', since)
         p.a.stop()
         shutil.rmtree(os.path.join(p.a.dir, "data"))
         p.a.start()
