@@ -333,12 +333,15 @@ Commit NodeOp::Apply(NodeRef& ref) {
 Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   d->status = Status::OK();
   if (!ref.exists || biz->lease_rule < 0) {
-    // No node: never granted here, or its node was evicted for room (a
-    // store too full frees the leases of the node it evicts): said, so the
-    // operator looks at frs_store_evictions_live_total before at the client.
-    d->status = Status::Conflict("lease " + std::string(lease) +
-                                 " is unknown: this key holds no lease (none granted, or the key's node was "
-                                 "evicted for room, which frees its leases: frs_store_evictions_live_total)");
+    // No node: never granted here, erased since (an operator's reset or
+    // delete, as rules.md says), or evicted for room (a store too full frees
+    // the leases of the node it evicts): each said, so that the operator
+    // looks at what was done and at frs_store_evictions_live_total before
+    // at the client.
+    d->status = Status::Conflict(
+        "lease " + std::string(lease) +
+        " is unknown: this key holds no lease (none granted, the key's node erased since by an operator's reset or "
+        "delete, or evicted for room, which frees its leases: frs_store_evictions_live_total)");
     return Commit::kNone;
   }
   const RuleSpec& spec = biz->rules[biz->lease_rule];

@@ -253,7 +253,10 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   // The id's hash first: an id of another key, a lease's or a forged one
   // learns nothing and settles nothing.
   if (t == nullptr) {
-    d->status = Status::Conflict("reservation " + text() + " is unknown: this key holds no reservation");
+    d->status = Status::Conflict(
+        "reservation " + text() +
+        " is unknown: this key holds no reservation (none taken, the key's node erased since by an operator's reset or "
+        "delete, or evicted for room: frs_store_evictions_live_total)");
   } else if ((serial == 0 && !ParseLeaseId(reservation, &serial, &mac)) ||
              !(ReservationMadeUnder(secret, *biz, t, serial, key, mac) ||
                ReservationMadeUnder(also, *biz, t, serial, key, mac))) {

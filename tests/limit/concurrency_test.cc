@@ -530,6 +530,14 @@ TEST_F(LeaseTest, AnErasedNodesIdsDoNotReleaseItsSuccessorsLeases) {
   EXPECT_EQ(b.lease_serial, a.lease_serial);
   EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).status.code(), Status::Code::kConflict);
   EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 1);
+  // With no node left, the answer names the erase beside the eviction (it
+  // named only the eviction, and an operator who ran del was sent to the
+  // store's size: found from outside).
+  Decision c = Acquire("inflight", "u2");
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "inflight", .key = "u2"}).found);
+  const Status gone = Lease(Cmd::kRelease, "inflight", "u2", IdOf(c)).status;
+  EXPECT_EQ(gone.code(), Status::Code::kConflict);
+  EXPECT_NE(gone.message().find("erased since by an operator's reset or delete"), std::string::npos) << gone.ToString();
 }
 
 TEST_F(LeaseTest, ABatchGrantsEachMemberItsLease) {

@@ -550,6 +550,12 @@ TEST_F(ReservationTest, AnErasedNodesIdsDoNotSettleItsSuccessors) {
   EXPECT_EQ(a.res_serial, b.res_serial);
   EXPECT_EQ(Settle("minute", "k", IdOf(a), 0).status.code(), Status::Code::kConflict);
   EXPECT_EQ(Count("minute", "k"), 10);
+  // With no node left, the answer says why there may be none.
+  Decision c = Reserve("minute", "k2", 10);
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "k2"}).found);
+  const Status gone = Settle("minute", "k2", IdOf(c), 0).status;
+  EXPECT_EQ(gone.code(), Status::Code::kConflict);
+  EXPECT_NE(gone.message().find("erased since by an operator's reset or delete"), std::string::npos) << gone.ToString();
 }
 
 TEST_F(ReservationTest, CalendarGivesBackInItsDayOnly) {
