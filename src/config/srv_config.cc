@@ -185,7 +185,12 @@ std::string DefaultSrvConfigPath() {
   if (env != nullptr && *env != '\0') return env;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  const fs::path prefix = ec ? fs::path("/usr") : exe.parent_path().parent_path();
+  // A prefix only for a program in its bin or sbin: one elsewhere (a build
+  // tree, an unpacked copy) read the srv.xml of its directory's parent,
+  // /tmp/etc/frs/srv.xml for one in /tmp (found from outside).
+  const fs::path dir = ec ? fs::path() : exe.parent_path();
+  const bool in_bin = dir.filename() == "bin" || dir.filename() == "sbin";
+  const fs::path prefix = in_bin ? dir.parent_path() : fs::path("/usr");
   if (prefix == "/usr" || prefix == "/" || prefix.empty()) return "/etc/frs/srv.xml";
   return (prefix / "etc" / "frs" / "srv.xml").string();
 }
