@@ -29,6 +29,10 @@ TEST(FormatTest, RelativeSaysInOrAgo) {
   // client asking now is denied).
   EXPECT_EQ(Relative(1000400, 1000000), "in 1 s");
   EXPECT_EQ(Relative(1000000, 1000000), "now");
+  // A moment past: the whole seconds elapsed, as the clock shown beside it
+  // reads (taken at :51, seen at :51.6, is not "1 s ago").
+  EXPECT_EQ(Relative(51000, 51600), "now");
+  EXPECT_EQ(Relative(48000, 65900), "17 s ago");
 }
 
 // A moment to come shows the second from which it holds, as the server's

@@ -84,8 +84,11 @@ std::string Duration(int64_t seconds) {
 std::string Relative(int64_t when_ms, int64_t now_ms) {
   int64_t diff = when_ms - now_ms;
   // A moment to come is rounded up: "next allowed" 0.4 s away read "now",
-  // and a client asking now was denied. A past one goes to the nearer second.
-  int64_t s = diff > 0 ? (diff + 999) / 1000 : (diff - 500) / 1000;
+  // and a client asking now was denied. A past one is counted in whole
+  // seconds elapsed, as the clock shown beside it reads: a use taken at
+  // 10:00:51, seen at 10:00:51.6, read "1 s ago", and one at 09:59:48
+  // "18 s ago" beside "now 10:00:05" (found from outside).
+  int64_t s = diff > 0 ? (diff + 999) / 1000 : diff / 1000;
   if (s == 0) return "now";
   return s > 0 ? "in " + Duration(s) : Duration(-s) + " ago";
 }
