@@ -1,6 +1,5 @@
 #include "envoy/envoy_config.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "base/json_escape.h"
 #include "envoy/yaml_tree.h"
 #include "os/text_file.h"
+#include "os/unique_dir.h"
 
 namespace frs::envoy {
 
@@ -436,14 +436,15 @@ Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string
   if (depth > 16) return Status::InvalidArgument("<grpc config> directory " + dir + ": nested deeper than 16 levels");
   struct stat self {};
   if (::stat(dir.c_str(), &self) == 0 && !seen->emplace(self.st_dev, self.st_ino).second) return Status::OK();
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return Status::FromErrno("<grpc config> directory " + dir, errno);
   std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string_view n = e->d_name;
-    if (!n.starts_with(".")) names.emplace_back(n);
+  {
+    const os::UniqueDir d = os::OpenDir(dir.c_str());
+    if (d == nullptr) return Status::FromErrno("<grpc config> directory " + dir, errno);
+    while (dirent* e = ::readdir(d.get())) {
+      std::string_view n = e->d_name;
+      if (!n.starts_with(".")) names.emplace_back(n);
+    }
   }
-  ::closedir(d);
   std::sort(names.begin(), names.end());
   for (const std::string& n : names) {
     const std::string path = dir + "/" + n;

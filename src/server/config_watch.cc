@@ -1,12 +1,13 @@
 #include "server/config_watch.h"
 
-#include <dirent.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+
+#include "os/unique_dir.h"
 
 namespace frs::server {
 
@@ -37,10 +38,10 @@ Status ConfigWatch::AddTree(const std::string& dir, int depth, std::set<std::pai
   if (::inotify_add_watch(fd_, dir.c_str(), kDirEvents) < 0)
     return Status::FromErrno("cannot watch " + dir + " (inotify)", errno);
   if (depth >= 16) return Status::OK();  // ReadEnvoyDir refuses deeper trees
-  DIR* d = ::opendir(dir.c_str());
+  const os::UniqueDir d = os::OpenDir(dir.c_str());
   if (d == nullptr) return Status::OK();  // gone meanwhile: its parent's event says so
   Status first;
-  while (dirent* e = ::readdir(d)) {
+  while (dirent* e = ::readdir(d.get())) {
     const std::string_view n = e->d_name;
     if (n.starts_with(".")) continue;
     const std::string path = dir + "/" + std::string(n);
@@ -51,7 +52,6 @@ Status ConfigWatch::AddTree(const std::string& dir, int depth, std::set<std::pai
     if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     if (Status s = AddTree(path, depth + 1, seen); !s.ok() && first.ok()) first = s;
   }
-  ::closedir(d);
   return first;
 }
 

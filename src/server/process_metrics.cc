@@ -1,6 +1,5 @@
 #include "server/process_metrics.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "os/unique_dir.h"
 
 namespace frs::server {
 namespace {
@@ -63,10 +64,9 @@ bool Sample(pid_t pid, ProcSample* s) {
   s->rss_bytes = rss_pages > 0 ? static_cast<uint64_t>(rss_pages) * static_cast<uint64_t>(kPage) : 0;
 
   std::snprintf(path, sizeof path, "/proc/%d/fd", static_cast<int>(pid));
-  if (DIR* d = ::opendir(path)) {
-    while (dirent* e = ::readdir(d))
+  if (os::UniqueDir d = os::OpenDir(path)) {
+    while (dirent* e = ::readdir(d.get()))
       if (e->d_name[0] != '.') ++s->open_fds;
-    ::closedir(d);
   }
   std::snprintf(path, sizeof path, "/proc/%d/limits", static_cast<int>(pid));
   std::ifstream limits(path);

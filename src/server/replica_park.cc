@@ -1,6 +1,5 @@
 #include "server/replica_park.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -14,6 +13,7 @@
 #include <utility>
 
 #include "os/store_dir.h"
+#include "os/unique_dir.h"
 #include "os/unique_fd.h"
 #include "os/whole_file.h"
 #include "server/replica_wire.h"
@@ -133,12 +133,11 @@ void RemoveParkTemps(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   const std::string name = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".";
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
+  if (os::UniqueDir d = os::OpenDir(dir.c_str())) {
+    while (dirent* e = ::readdir(d.get())) {
       const std::string_view n(e->d_name);
       if (n.starts_with(name) && os::store_dir::IsTempName(n)) ::unlink((dir + "/" + std::string(n)).c_str());
     }
-    ::closedir(d);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "os/store_dir.h"
 #include "os/text_file.h"
+#include "os/unique_dir.h"
 #include "os/whole_file.h"
 #include "server/replica_journal.h"
 #include "server/replica_wire.h"
@@ -166,14 +167,13 @@ Status ReplaceReplicaSpool(const std::string& path, const ReplicaSpool& spool) {
 
 std::vector<std::string> ReplicaSpoolNames(const std::string& dir) {
   std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
+  if (os::UniqueDir d = os::OpenDir(dir.c_str())) {
+    while (dirent* e = ::readdir(d.get())) {
       std::string_view n(e->d_name);
       if (n.starts_with(os::store_dir::kReplicaSpoolPrefix) && !os::store_dir::IsTempName(n) &&
           n.find(".damaged-") == std::string_view::npos)
         names.emplace_back(n);
     }
-    ::closedir(d);
   }
   return names;
 }
@@ -186,10 +186,10 @@ namespace {
 // journal had not started), and named like a spool. Removed once a minute
 // old and not locked (a journal's maker holds its lock).
 void RemoveLeftTemporaries(const std::string& dir, std::vector<std::string>* problems) {
-  DIR* d = ::opendir(dir.c_str());
+  const os::UniqueDir d = os::OpenDir(dir.c_str());
   if (d == nullptr) return;
   const time_t minute_ago = ::time(nullptr) - 60;
-  while (dirent* e = ::readdir(d)) {
+  while (dirent* e = ::readdir(d.get())) {
     const std::string_view n(e->d_name);
     if (!n.starts_with(os::store_dir::kReplicaSpoolPrefix) || !os::store_dir::IsTempName(n)) continue;
     const std::string path = os::store_dir::In(dir, std::string(n));
@@ -201,7 +201,6 @@ void RemoveLeftTemporaries(const std::string& dir, std::vector<std::string>* pro
     if (::unlink(path.c_str()) == 0)
       problems->push_back(std::string(n) + ": a temporary file a killed process left while making a spool; removed");
   }
-  ::closedir(d);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "frs/key.h"
 #include "os/store_dir.h"
+#include "os/unique_dir.h"
 #include "os/whole_file.h"
 
 namespace frs::stats {
@@ -215,7 +216,8 @@ bool StatsTable::RecoverIfDamaged(uint32_t day) {
 }
 
 void StatsTable::DropOldDays(uint32_t today) {
-  DIR* d = ::opendir(dir_.c_str());
+  const os::UniqueDir dir = os::OpenDir(dir_.c_str());
+  DIR* const d = dir.get();
   if (d == nullptr) return;
   // A clock that stepped ahead must not delete what it skipped over: old days
   // go only when `today` follows the newest day kept (files of days after
@@ -253,7 +255,6 @@ void StatsTable::DropOldDays(uint32_t today) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && st.st_mtime < hour_ago) ::unlink(path.c_str());
   }
-  ::closedir(d);
 }
 
 Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint32_t day, uint64_t* damaged) {
@@ -275,8 +276,8 @@ Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint3
     else if (!own.status().IsNotFound()) return own.status();
   }
   // Received files: <day>.from-<hash>.frs.
-  if (DIR* d = ::opendir(dir_.c_str())) {
-    while (dirent* e = ::readdir(d)) {
+  if (os::UniqueDir d = os::OpenDir(dir_.c_str())) {
+    while (dirent* e = ::readdir(d.get())) {
       const std::string_view name = e->d_name;
       if (!name.starts_with(prefix) || os::store_dir::KindOfDayFile(name) != os::store_dir::DayFile::kReceived)
         continue;
@@ -284,7 +285,6 @@ Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint3
       if (t.ok()) out.push_back(std::move(t.value()));
       else ++*damaged;  // left out, counted: the others still answer
     }
-    ::closedir(d);
   }
   return out;
 }

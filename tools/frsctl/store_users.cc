@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -112,10 +113,12 @@ std::vector<StoreUser> ProcessesMapping(const std::vector<std::string>& paths) {
   std::vector<StoreUser> users;
   const std::vector<FileId> ids = IdsOf(paths);
   if (ids.empty()) return users;
-  DIR* proc = ::opendir("/proc");
+  // Closed on every way out of the walk (tools/ see only include/frs/, which
+  // has no owned directory stream).
+  const std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
   if (proc == nullptr) return users;
   const pid_t self = ::getpid();
-  while (const dirent* e = ::readdir(proc)) {
+  while (const dirent* e = ::readdir(proc.get())) {
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
     if (*e->d_name == '\0' || *end != '\0' || pid <= 0 || pid == self) continue;
@@ -142,7 +145,6 @@ std::vector<StoreUser> ProcessesMapping(const std::vector<std::string>& paths) {
       }
     }
   }
-  ::closedir(proc);
   std::sort(users.begin(), users.end(), [](const StoreUser& a, const StoreUser& b) { return a.pid < b.pid; });
   return users;
 }
