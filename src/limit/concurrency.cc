@@ -13,7 +13,7 @@
 namespace frs::limit {
 namespace {
 
-constexpr uint32_t kNextAt = 4, kBaseAt = 8, kNonceAt = 12;
+constexpr uint32_t kNextAt = Concurrency::kNextAt, kBaseAt = Concurrency::kBaseAt, kNonceAt = Concurrency::kNonceAt;
 
 uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 void Store16(uint8_t* p, uint32_t v) {

@@ -34,6 +34,8 @@ namespace frs::limit {
 
 struct Concurrency {
   static constexpr uint32_t kHeaderBytes = 16;
+  // Where the header keeps the next serial, the base time and the nonce.
+  static constexpr uint32_t kNextAt = 4, kBaseAt = 8, kNonceAt = 12;
   static constexpr uint32_t kPlaceBytes = 6;
   static constexpr int64_t kMaxLeases = (kMaxLeaseBlockBytes - kHeaderBytes) / kPlaceBytes;  // 77
   static constexpr uint32_t kMaxLeaseS = 65534;                                              // lease + 1 fits an offset
@@ -89,12 +91,12 @@ struct Concurrency {
   // Lease operations, on a block in spec's layout.
   // Frees every lease past its expiry; returns how many (to be counted).
   static uint32_t Sweep(const RuleSpec& spec, uint8_t* block, const Now& now);
-  static uint32_t NextSerial(const uint8_t* block) { return Load32(block + 4); }
+  static uint32_t NextSerial(const uint8_t* block) { return Load32(block + kNextAt); }
   // The next serial moved `n` on (within 1..kMaxSerial): a node restored
   // from an export (EngineImpl::ImportNode) must not grant again the serials
   // its live predecessor granted after the export under the same nonce.
   static void SkipSerials(uint8_t* block, uint32_t n);
-  static uint32_t Nonce(const uint8_t* block) { return Load32(block + 12); }
+  static uint32_t Nonce(const uint8_t* block) { return Load32(block + kNonceAt); }
   static Found Find(const RuleSpec& spec, const uint8_t* block, const Now& now, uint32_t serial, Lease* out);
   // The lease of `serial` no longer held (false: none had it).
   static bool Free(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial);

@@ -161,10 +161,13 @@ std::string ReadableSecretWords(const std::string& path, unsigned mode) {
 uint32_t NewIdNonce() {
   uint32_t v = 0;
   while (v == 0) {
-    if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
-      thread_local std::mt19937 fallback{std::random_device{}()};
-      v = static_cast<uint32_t>(fallback());
-    }
+    const ssize_t got = ::getrandom(&v, sizeof v, 0);
+    if (got == static_cast<ssize_t>(sizeof v)) continue;
+    if (got < 0 && errno == EINTR) continue;  // a signal while the kernel's pool was filling, at boot
+    // No getrandom (a kernel older than 3.17, a seccomp filter): a new
+    // random_device each time (/dev/urandom or the CPU's), never a
+    // generator whose state a fork would copy into every worker.
+    v = static_cast<uint32_t>(std::random_device{}());
   }
   return v;
 }

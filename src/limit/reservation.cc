@@ -15,7 +15,8 @@
 namespace frs::limit {
 namespace {
 
-constexpr uint32_t kResNextAt = 4, kResNonceAt = 8, kResBeforeAt = 12;
+constexpr uint32_t kResNextAt = Reservations::kNextAt, kResNonceAt = Reservations::kNonceAt,
+                   kResBeforeAt = Reservations::kBeforeAt;
 static_assert(Reservations::kMaxPerKey <= 32, "one bit per entry in the word at kResBeforeAt");
 
 // An entry given a new reservation (or freed) is no longer one taken

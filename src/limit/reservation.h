@@ -62,6 +62,9 @@ namespace frs::limit {
 
 struct Reservations {
   static constexpr uint32_t kHeaderBytes = 16;
+  // Where the header keeps the next serial, the nonce, and the bits of the
+  // entries taken before a rule.
+  static constexpr uint32_t kNextAt = 4, kNonceAt = 8, kBeforeAt = 12;
   static constexpr uint32_t kEntryBytes = 16;
   static constexpr uint32_t kMaxPerKey = (15 * kBlockUnit - kHeaderBytes) / kEntryBytes;  // 14: the tag's length
   static constexpr uint32_t kDefaultPerKey = 8;
@@ -123,8 +126,8 @@ struct Reservations {
   // the nonces agree (in 14 bits), else when the expiries do (within 2 s).
   static bool TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t expires, uint32_t nonce,
                                int64_t* real, int64_t* settled_s);
-  static uint32_t Nonce(const uint8_t* table) { return Load32(table + 8); }
-  static uint32_t NextSerial(const uint8_t* table) { return Load32(table + 4); }
+  static uint32_t Nonce(const uint8_t* table) { return Load32(table + kNonceAt); }
+  static uint32_t NextSerial(const uint8_t* table) { return Load32(table + kNextAt); }
   // The next serial moved `n` on (within 1..2^32-1), as Concurrency's.
   static void SkipSerials(uint8_t* table, uint32_t n);
 

@@ -566,8 +566,7 @@ void Handler::TakeParkedChanges() {
     // A receipt of its own per biz and sender's stream, at the batch's seq:
     // taken again (its taker killed before it rewrote the file), it is a
     // duplicate; the batch's own receipt is its stream's.
-    const std::string stream =
-        "park/" + std::to_string(b.biz) + "/" + StreamTokenSuffix(StreamHash(b.stream)).substr(1);
+    const std::string stream = "park/" + std::to_string(b.biz) + "/" + Hex16(StreamHash(b.stream));
     return engine_->ApplyChanges(b.changes, stream, b.seq);
   };
   auto taken = TakeParked(opts_.park_path, known, apply, ::time(nullptr));

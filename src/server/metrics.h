@@ -272,13 +272,18 @@ inline bool HandoffPending(const ReplicaShared& s) {
 // How long a snapshot may hold the store still: a longer reading answers 503.
 inline constexpr int64_t kSnapshotHoldNs = 10LL * 1000 * 1000 * 1000;
 
-// "~HEX": how a change stream's name ends under a run's stream_token.
-inline std::string StreamTokenSuffix(uint64_t token) {
+// Sixteen lowercase hex digits of v, the most significant first: a stream
+// token or hash as names and receipts hold it (the same text as printf's
+// %016llx, which the answers' "carried" lines use).
+inline std::string Hex16(uint64_t v) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(17, '~');
-  for (int i = 0; i < 16; ++i) out[static_cast<size_t>(16 - i)] = kHex[(token >> (4 * i)) & 15];
+  std::string out(16, '0');
+  for (int i = 0; i < 16; ++i) out[static_cast<size_t>(15 - i)] = kHex[(v >> (4 * i)) & 15];
   return out;
 }
+
+// "~HEX": how a change stream's name ends under a run's stream_token.
+inline std::string StreamTokenSuffix(uint64_t token) { return "~" + Hex16(token); }
 
 // A stream name's 64-bit FNV-1a hash, never 0: how a snapshot names a
 // stream in a fixed region.

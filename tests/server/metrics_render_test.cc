@@ -221,5 +221,17 @@ TEST(MetricsRender, TheTextIsPinned) {
   EXPECT_EQ(text, pinned.str());
 }
 
+TEST(MetricsRender, AStreamHashIsSpelledAsPrintfsSixteenHexDigits) {
+  // Receipts already in stores (park/BIZ/HEX) and the answers' "carried"
+  // lines (%016llx) hold these words: a change of spelling would make a
+  // record taken again count twice.
+  for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{0xabcdef0123456789}, ~uint64_t{0}}) {
+    char printed[20];
+    std::snprintf(printed, sizeof printed, "%016llx", static_cast<unsigned long long>(v));
+    EXPECT_EQ(Hex16(v), printed);
+    EXPECT_EQ(StreamTokenSuffix(v), std::string("~") + printed);
+  }
+}
+
 }  // namespace
 }  // namespace frs::server
