@@ -120,6 +120,40 @@ size_t ClosingMapTag(std::string_view xml) {
   return last;
 }
 
+// An empty map written as one element (<map/>, <map />): the offset of its
+// "/>", else npos. Outside comments; a '>' within quotes is not the tag's
+// end (the map takes no attribute, but one refused later must not be read
+// as the end here).
+size_t SelfClosingMapTag(std::string_view xml) {
+  size_t i = 0;
+  while (i < xml.size()) {
+    if (xml.compare(i, 4, "<!--") == 0) {
+      const size_t end = xml.find("-->", i + 4);
+      if (end == std::string_view::npos) return std::string_view::npos;
+      i = end + 3;
+      continue;
+    }
+    if (xml.compare(i, 4, "<map") != 0 || i + 4 >= xml.size() ||
+        std::string_view(" \t\r\n/>").find(xml[i + 4]) == std::string_view::npos) {
+      ++i;
+      continue;
+    }
+    char quote = 0;
+    for (size_t j = i + 4; j < xml.size(); ++j) {
+      const char c = xml[j];
+      if (quote != 0) {
+        if (c == quote) quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '>') {
+        return j > 0 && xml[j - 1] == '/' ? j - 1 : std::string_view::npos;
+      }
+    }
+    return std::string_view::npos;
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 size_t EnvoyRules::Hash::operator()(std::string_view s) const { return XXH3_64bits(s.data(), s.size()); }
@@ -468,14 +502,22 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
       return Status::InvalidArgument(map_path + ":" + std::to_string(b.line) + ": biz name '" + b.name +
                                      "': names envoy.* are reserved for <grpc config> (Envoy's descriptors)");
   }
-  const size_t end = ClosingMapTag(map_xml);
-  if (end == std::string_view::npos) return Status::InvalidArgument(map_path + ": no </map>");
   std::string out;
   out.reserve(map_xml.size() + rules.limits().size() * 200);
-  out.append(map_xml.substr(0, end));
-  out += "<!-- <grpc config>: Envoy's descriptors -->\n";
-  out += rules.MapXmlBizzes();
-  out.append(map_xml.substr(end));
+  const std::string bizzes = "<!-- <grpc config>: Envoy's descriptors -->\n" + rules.MapXmlBizzes();
+  if (const size_t end = ClosingMapTag(map_xml); end != std::string_view::npos) {
+    out.append(map_xml.substr(0, end));
+    out += bizzes;
+    out.append(map_xml.substr(end));
+  } else if (const size_t slash = SelfClosingMapTag(map_xml); slash != std::string_view::npos) {
+    // An empty map as one element (found from outside: refused as "no
+    // </map>" once <grpc config> was set, and accepted without it).
+    out.append(map_xml.substr(0, slash));
+    out += ">\n" + bizzes + "</map>";
+    out.append(map_xml.substr(slash + 2));
+  } else {
+    return Status::InvalidArgument(map_path + ": no </map>");
+  }
   // Parsed again: whatever map.xml holds, every Envoy descriptor must be a
   // biz of the map the engine gets, or its limit would silently not apply.
   Result<limit::MapConfig> composed = limit::ParseMap(out, map_path);

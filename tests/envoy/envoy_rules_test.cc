@@ -177,6 +177,18 @@ TEST(EnvoyRules, ComposeRefusesReservedIdsAndNames) {
   ASSERT_FALSE(bad.ok());
 }
 
+TEST(EnvoyRules, AnEmptyMapAsOneElementTakesTheDescriptors) {
+  // Found from outside: <map/>, accepted alone, was refused as "no </map>"
+  // once <grpc config> was set.
+  auto rules = Rules();
+  for (const char* empty : {"<map/>\n", "<?xml version=\"1.0\"?>\n<!-- <map> -->\n<map\n/>"}) {
+    auto m = ComposeMap(empty, "map.xml", *rules);
+    ASSERT_TRUE(m.ok()) << empty << ": " << m.status().ToString();
+    EXPECT_NE(m->find("name=\"envoy.rl.remote_address\""), std::string::npos) << *m;
+  }
+  EXPECT_FALSE(ComposeMap("<map", "map.xml", *rules).ok());
+}
+
 class DecideTest : public ::testing::Test {
  protected:
   void SetUp() override { Init(kYaml); }
