@@ -55,6 +55,17 @@ std::vector<std::string> Lines(const std::string& text) {
   return out;
 }
 
+// An export's node and receipt lines: its last line is its end line, which
+// counts them (export_end.h).
+std::vector<std::string> ExportLines(const std::string& text) {
+  std::vector<std::string> lines = Lines(text);
+  EXPECT_FALSE(lines.empty());
+  if (lines.empty()) return lines;
+  EXPECT_EQ(lines.back().rfind("{\"end\":{\"nodes\":", 0), 0u) << lines.back();
+  lines.pop_back();
+  return lines;
+}
+
 JsonValue Parse(const std::string& text) {
   Result<JsonValue> v = ParseJson(text);
   EXPECT_TRUE(v.ok()) << v.status().message() << " in: " << text;
@@ -1426,13 +1437,21 @@ std::vector<uint32_t> SlidingUses(const std::string& hex) {
 
 TEST_F(FrsctlTest, ImportsAnExportOfTheStoreFormatBefore) {
   EXPECT_EQ(ReadFile(std::string(FIXTURES_DIR) + "/format3-map.xml"), kMap) << "the fixture's map is this file's";
+  // An export of frsctl 0.3.0 or before has no end line (export_end.h):
+  // refused, as one cut short at a line's end reads the same, unless the
+  // operator says it is one.
   CtlRun r = Ctl({"import", std::string(FIXTURES_DIR) + "/format3-export.jsonl"});
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("it has no end line"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--without-end-line"), std::string::npos) << r.err;
+  r = Ctl({"import", "--without-end-line", std::string(FIXTURES_DIR) + "/format3-export.jsonl"});
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("taken with --without-end-line"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("imported 5 nodes"), std::string::npos) << r.out;
   r = Ctl({"export"});
   ASSERT_EQ(r.rc, 0) << r.err;
   std::map<std::string, JsonValue> now;
-  for (const std::string& l : Lines(r.out)) {
+  for (const std::string& l : ExportLines(r.out)) {
     JsonValue v = Parse(l);
     now[v.Find("fp_lo")->text] = v;
   }
@@ -1525,14 +1544,44 @@ TEST_F(FrsctlTest, KeysAreKeptWhereTheBizSaysAndShownByFingerprintElsewhere) {
   EXPECT_NE(r.out.find(long_key), std::string::npos) << r.out;
 }
 
+TEST_F(FrsctlTest, AnExportCutShortAtALinesEndIsRefused) {
+  // Found from outside: an export cut at a line's end (head -n 3) imported
+  // its first lines, exit 0, and the store lost the rest without a word.
+  CreateStore();
+  Fill();
+  ASSERT_EQ(Ctl({"export", dir_ / "backup.jsonl"}).rc, 0);
+  const std::vector<std::string> lines = Lines(ReadFile(dir_ / "backup.jsonl"));
+  ASSERT_EQ(lines.size(), 21u);
+  std::string cut, edited, joined;
+  for (size_t i = 0; i < 3; ++i) cut += lines[i] + "\n";
+  for (size_t i = 1; i < lines.size(); ++i) edited += lines[i] + "\n";  // a node line taken out
+  for (int twice = 0; twice < 2; ++twice)
+    for (const std::string& l : lines) joined += l + "\n";  // two exports joined: each end counts its own
+  WriteConfig("new.xml", "new", 1, 1024, 8);
+  CtlRun r = Ctl({"import"}, "new.xml", cut);
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("import refused, nothing changed: the input: it has no end line"), std::string::npos) << r.err;
+  r = Ctl({"import"}, "new.xml", edited);
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("line 20: the export's end line says 20 node(s) and 0 receipt(s), and the lines before it "
+                       "hold 19 and 0: the file was cut short or edited"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "new"));  // nothing made
+  r = Ctl({"import"}, "new.xml", joined);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("imported 40 nodes"), std::string::npos) << r.out;
+  EXPECT_EQ(Counts("new.xml"), Counts("srv.xml"));
+}
+
 TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   CreateStore();
   Fill();
   CtlRun r = Ctl({"export", dir_ / "backup.jsonl"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(Lines(ReadFile(dir_ / "backup.jsonl")).size(), 20u);
+  EXPECT_EQ(ExportLines(ReadFile(dir_ / "backup.jsonl")).size(), 20u);
   CtlRun to_stdout = Ctl({"export"});
-  EXPECT_EQ(Lines(to_stdout.out).size(), 20u);
+  EXPECT_EQ(ExportLines(to_stdout.out).size(), 20u);
   // Into a directory: said so, not as a rename of a file it never named.
   r = Ctl({"export", dir_.path()});
   EXPECT_EQ(r.rc, 2) << r.err;
@@ -1656,7 +1705,7 @@ TEST_F(FrsctlTest, ExportImportKeepsCountsWrittenBeforeARuleChanged) {
 TEST_F(FrsctlTest, HandoffReceiptsSurviveExportAndImport) {
   CreateStore();
   Set("partner", "moved", 300);
-  const std::vector<std::string> exported = Lines(Ctl({"export"}).out);
+  const std::vector<std::string> exported = ExportLines(Ctl({"export"}).out);
   ASSERT_EQ(exported.size(), 1u);
   const std::string node = exported[0];
   const std::string receipt = "127.0.0.1:8301/0123456789abcdef/1";
@@ -1687,7 +1736,7 @@ TEST_F(FrsctlTest, HandoffReceiptsSurviveExportAndImport) {
   CtlRun r = Ctl({"export", dir_ / "dest.jsonl", "--json"}, "dest.xml");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Parse(r.out).Find("receipts")->number, 1);
-  const std::vector<std::string> lines = Lines(ReadFile(dir_ / "dest.jsonl"));
+  const std::vector<std::string> lines = ExportLines(ReadFile(dir_ / "dest.jsonl"));
   ASSERT_EQ(lines.size(), 2u);
   const std::string& rl = lines[0].rfind("{\"receipt\":", 0) == 0 ? lines[0] : lines[1];
   JsonValue v = Parse(rl);

@@ -161,6 +161,9 @@ const CommandSpec kCommands[] =
                "OLD=NEW: import the nodes of exported biz OLD (name or id) into biz NEW of map.xml; repeatable")
       ->allow_extra_args(false);
   c.add_flag("--dry-run", a.imp.dry_run, "check every line, change nothing");
+  c.add_flag("--without-end-line", a.imp.without_end,
+             "take an input that does not end with an export's end line (an export of frsctl 0.3.0); refused "
+             "without this, since an export cut short at a line's end reads the same");
      },
      [](Session& s, Args& a) { return RunImport(s, a.imp); }},
     {"top", "the keys of a biz with the highest counts; --denied: the keys most denied in the last minutes",

@@ -68,6 +68,7 @@ struct ImportArgs {
   bool map_by_name = false;
   std::vector<std::string> rename;  // "OLD=NEW"
   bool dry_run = false;
+  bool without_end = false;  // an input with no end line taken (an export of frsctl 0.3.0: export_end.h)
 };
 
 struct InitArgs {

@@ -1,5 +1,6 @@
 // frsctl export [FILE]: every node with its whole rule state as JSON lines
-// (AdminEngine::ExportNode), to standard output or to FILE. FILE is written under
+// (AdminEngine::ExportNode), then an end line with their counts
+// (export_end.h), to standard output or to FILE. FILE is written under
 // a temporary name and renamed when complete, so a failed export never
 // leaves a truncated backup under the name asked for.
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "commands.h"
+#include "export_end.h"
 #include "format.h"
 #include "frs/whole_file.h"
 #include "json_out.h"
@@ -50,6 +52,10 @@ Status WriteExport(Session& s, FILE* out, const std::string& name, uint64_t* nod
   });
   if (st.ok()) st = failed;
   if (!st.ok()) return st;
+  // The counts, last: an import tells a whole export from one cut short.
+  const std::string end = ExportEndLine(*nodes, *receipts);
+  std::fwrite(end.data(), 1, end.size(), out);
+  std::fputc('\n', out);
   if (std::fflush(out) != 0 || std::ferror(out)) return Status::FromErrno(name, errno);
   return Status::OK();
 }

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "export_end.h"
 #include "format.h"
 #include "frs/store_admin.h"
 #include "frs/store_dir.h"
@@ -139,6 +140,8 @@ struct Checked {
   uint64_t lines = 0;
   uint64_t receipts = 0;
   std::map<std::string, uint64_t> per_biz;
+  bool ended = false;    // an end line was read (export_end.h)
+  uint64_t unended = 0;  // node and receipt lines after the last end line, or all without one
 };
 
 // Pass 1: every line through the policy and the scratch engine's check; the
@@ -148,10 +151,28 @@ Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, AdminEngine&
   Checked c;
   std::string line, first_error;
   uint64_t refused = 0, lineno = 0;
+  uint64_t nodes_since_end = 0, receipts_since_end = 0;
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (IsExportEndLine(line)) {
+      // The lines since the start, or since the end line before (exports
+      // joined), must be as many as it says: fewer is a cut at a line's end.
+      uint64_t nodes = 0, receipts = 0;
+      Status st = ParseExportEndLine(line, &nodes, &receipts);
+      if (st.ok() && (nodes != nodes_since_end || receipts != receipts_since_end))
+        st = Status::InvalidArgument("the export's end line says " + std::to_string(nodes) + " node(s) and " +
+                                     std::to_string(receipts) + " receipt(s), and the lines before it hold " +
+                                     std::to_string(nodes_since_end) + " and " + std::to_string(receipts_since_end) +
+                                     ": the file was cut short or edited");
+      if (!st.ok() && refused++ == 0) first_error = "line " + std::to_string(lineno) + ": " + st.message();
+      c.ended = true;
+      nodes_since_end = receipts_since_end = 0;
+      continue;
+    }
+    if (IsReceiptLine(line)) ++receipts_since_end;
+    else ++nodes_since_end;
     if (IsReceiptLine(line)) {
       // Handoff receipts go back as they were (receipt_line.h).
       if (Status st = ImportReceipt(line, nullptr, 0); !st.ok()) {
@@ -180,6 +201,7 @@ Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, AdminEngine&
     return Status::InvalidArgument("import refused, nothing changed: " + first_error +
                                    (refused > 1 ? " (and " + std::to_string(refused - 1) + " more bad lines)" : ""));
   if (!spool.flush()) return Status::IOError("cannot write the import spool");
+  c.unended = nodes_since_end + receipts_since_end;
   return c;
 }
 
@@ -236,6 +258,23 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   }
   if (!checked.ok()) return checked.status();
   spool.close();
+  // Whole lines, but whether any are missing after them cannot be told: an
+  // export cut at a line's end (a copy stopped, a disk full) restored part
+  // of a store without a word (found from outside).
+  if (checked->unended != 0) {
+    const std::string what = checked->ended ? "its last " + std::to_string(checked->unended) +
+                                                  " line(s) come after its last end line, with none of their own"
+                                            : "it has no end line";
+    if (!a.without_end)
+      return Status::InvalidArgument(
+          "import refused, nothing changed: " + (a.file.empty() ? std::string("the input") : a.file) + ": " + what +
+          " ({\"end\":{\"nodes\":N,\"receipts\":M}}, export's last line): an export cut short at a line's end; "
+          "an export of frsctl 0.3.0, which wrote none, is taken with --without-end-line");
+    std::fprintf(stderr,
+                 "frsctl: note: %s: taken with --without-end-line: every line is whole, but whether lines are missing "
+                 "after them cannot be told\n",
+                 what.c_str());
+  }
 
   // A restore into a store frsd serves is a rollback of the keys it names:
   // said, since an operator may mean a merge.
