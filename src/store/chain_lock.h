@@ -91,6 +91,12 @@ class LockSet {
     return true;
   }
   bool Holds(uint32_t k) const { return locks_.read_only() || std::find(held_.begin(), held_.end(), k) != held_.end(); }
+  // Whether chain k's lock is held by a thread that is gone (Lock takes it
+  // over, and repairs what that thread left).
+  bool HolderGone(uint32_t k) const {
+    const os::Owner o = os::ShmOwner(f_->lock(k));
+    return o.tid != 0 && !os::OwnerAlive(o);
+  }
   void Unlock(uint32_t k) FRS_NO_THREAD_SAFETY_ANALYSIS {
     auto it = std::find(held_.begin(), held_.end(), k);
     if (it == held_.end()) return;

@@ -32,6 +32,16 @@
 
 namespace frs::store {
 
+// After a journal word is published (active, count): the slot writes that
+// follow in program order stay after it in the instructions. A release
+// store orders what comes before it only, and the compiler may move a later
+// plain store to the mapping above it; a kill between the two would leave a
+// slot changed that no record restores. A killed process leaves every
+// store of the instructions before the one it stopped at, on any CPU (its
+// recovery runs after its death), as a signal handler sees it: a compiler
+// barrier is what is needed, and it costs nothing at run time.
+inline void JournalPublished() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+
 // A critical section's undo journal in this thread's writer entry of a file.
 class Txn {
  public:
@@ -69,6 +79,7 @@ class Txn {
     std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint32_t>(w_->active).store(1, std::memory_order_release);
+    JournalPublished();
     return true;
   }
   // Makes this journal part of batch `batch` across files, whose coordinator
@@ -122,6 +133,7 @@ class Txn {
       ++n;
     }
     std::atomic_ref<uint32_t>(w_->count).store(n, std::memory_order_release);
+    JournalPublished();
     return true;
   }
   // Restores every saved image, newest first, and closes the journal; the
@@ -185,6 +197,7 @@ class Txn {
       recs_[n].slot = slot | kRecordHasCheck | uint32_t{ChecksOf(f_->tags(keynode), f_->chain())[slot]} << 8;
     }
     std::atomic_ref<uint32_t>(w_->count).store(n + 1, std::memory_order_release);
+    JournalPublished();
     return true;
   }
 

@@ -89,9 +89,9 @@ Status StoreImpl::FileUsable(const StoreFile* f) {
     return Status::Unavailable(f->path() +
                                ": no space left on its file system for a page of this file, which is not fully "
                                "allocated (frsd allocates a store when it starts; frsctl init does too); nothing "
-                               "was recorded, and a lock this process held is recovered by its next user: free "
-                               "space, then run frsctl again or restart what uses the store (this process no "
-                               "longer reads the file)");
+                               "was recorded, and a lock this process held is recovered by its next user once this "
+                               "process has ended (until then, a chain it held waits): free space, then run frsctl "
+                               "again or restart what uses the store (this process no longer reads the file)");
   return Status::Unavailable(f->path() +
                              ": a page of it could not be read or written while in use (an I/O error, a quota, "
                              "or space since freed); nothing was recorded: check the disk, then restart what uses "

@@ -270,8 +270,19 @@ uint32_t WriterTable::RecoverDeadWriters(os::Owner dead) FRS_NO_THREAD_SAFETY_AN
       opts_.on_recovery("took over the recovery lock of dead owner " + std::to_string(lr.dead_owner.tid) + " in " +
                         f->path() + ": its interrupted recovery is finished now");
   }
-  auto recovered = [&](uint64_t owner) {
-    return owner == dead.word() || (interrupted && owner != 0 && !os::OwnerAlive(os::Owner::FromWord(owner)));
+  // And, whether or not a recovery lock was taken over, every other dead
+  // owner's open journal: a thread that took over a dead holder's chain lock
+  // and died before its first recovery lock left that holder's journal
+  // open with no recovery interrupted to say so; the next taker recovered
+  // only the second, wrote, and a later recovery of the first put its old
+  // images back over those writes (a review of the store's crash safety).
+  // An open journal of a dead owner is never one someone wrote after: every
+  // take-over of its locks runs this first. Only open ones are asked about
+  // (a /proc read each): a write is open for microseconds.
+  auto recovered = [&](const WriterEntryHeader* w, uint64_t owner) {
+    if (owner == dead.word()) return true;
+    if (owner == 0 || (!interrupted && AtomicLoad(w->active) == 0)) return false;
+    return !os::OwnerAlive(os::Owner::FromWord(owner));
   };
   struct Act {
     StoreFile* f;
@@ -284,7 +295,7 @@ uint32_t WriterTable::RecoverDeadWriters(os::Owner dead) FRS_NO_THREAD_SAFETY_AN
     for (uint32_t i = 0; i < kAllWriterEntries; ++i) {
       WriterEntryHeader* w = f->writer(i);
       const uint64_t owner = AtomicLoad(w->owner);
-      if (!recovered(owner)) continue;
+      if (!recovered(w, owner)) continue;
       bool undo = AtomicLoad(w->active) != 0;
       const uint64_t batch = AtomicLoad(w->batch);
       if (undo && batch != 0 && w->coord_file < files_.size() && w->coord_entry < kAllWriterEntries) {
@@ -301,7 +312,14 @@ uint32_t WriterTable::RecoverDeadWriters(os::Owner dead) FRS_NO_THREAD_SAFETY_AN
       ++undone;
     }
   }
-  for (const Act& a : acts) {
+  // Cleared in reverse file order, so a batch's coordinator (its lowest
+  // file) goes last, as a live commit closes it: cleared first, a recovery
+  // killed before the other files' entries left them active with no
+  // coordinator saying committed, and the next recovery undid a committed
+  // batch's part (a replicated batch's receipt kept while its nodes went
+  // back, or the reverse: a count lost, or counted twice).
+  for (auto it = acts.rbegin(); it != acts.rend(); ++it) {
+    const Act& a = *it;
     std::atomic_ref<uint32_t>(a.w->count).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint32_t>(a.w->active).store(0, std::memory_order_release);
     std::atomic_ref<uint64_t>(a.w->batch).store(0, std::memory_order_relaxed);

@@ -127,6 +127,32 @@ TEST(WriterTable, RecoveringADeadWriterRestoresItsImagesAndFreesItsEntries) {
   EXPECT_EQ(t.RecoverDeadWriters(dead), 0u) << "nothing left to undo";
 }
 
+// An open journal of another dead owner is recovered too: a thread that
+// took over a dead holder's chain lock and died before its first recovery
+// lock left that holder's journal open, and the next taker recovered only
+// the second, wrote, and a later recovery of the first put the old images
+// back over those writes (a review of the store's crash safety).
+TEST(WriterTable, ARecoveryAlsoUndoesAnOpenJournalOfAnotherDeadOwner) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  store::StoreFile* f = s.file(0);
+  PutNode(f, 2, 3, 111, 1, 1000);
+  uint8_t before[kSlotBytes];
+  std::memcpy(before, f->slot(2, 3), kSlotBytes);
+  const os::Owner first = DeadOwner();
+  os::Owner second = first;
+  second.start += 1;  // another dead thread: the one that took over and died
+  OpenEntryWithImage(f, 5, first, 2, 3);
+  std::memset(f->slot(2, 3), 0xAB, kSlotBytes);  // the write the first died in
+  EXPECT_EQ(t.RecoverDeadWriters(second), 1u);
+  EXPECT_EQ(std::memcmp(f->slot(2, 3), before, kSlotBytes), 0) << "the first's image is back before anyone writes";
+  EXPECT_EQ(OwnerOf(f->writer(5)), 0u);
+  // A live owner's open journal is left alone.
+  OpenEntryWithImage(f, 6, os::Self(), 2, 3);
+  EXPECT_EQ(t.RecoverDeadWriters(second), 0u);
+  EXPECT_EQ(OwnerOf(f->writer(6)), os::Self().word());
+}
+
 // A batch across files is kept or undone whole, as its coordinator entry
 // says: committed, every file keeps its writes; not yet, every file is undone.
 TEST(WriterTable, ADeadBatchAcrossFilesIsKeptWhenCommittedAndUndoneWhenNot) {
