@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,20 @@ namespace frs {
 // its children keep the lock (frsd's launcher, which forks the master and
 // returns) is named by the pid the file itself holds, when that lives.
 std::vector<pid_t> FlockHolders(const std::string& path);
+
+// Whether any process holds a flock on `path`, one in a PID namespace this
+// one cannot see included (/proc/locks names it pid 0 here).
+bool FlockHeld(const std::string& path);
+
+// This process's PID namespace: the inode of /proc/self/ns/pid (0 when it
+// cannot be read).
+uint64_t OwnPidNamespace();
+
+// The PID namespace a store lock names (frsd writes "PID\npidns N\n" into
+// frsd.lock): 0 when it names none (an frsd of 0.3.0 wrote its pid only).
+// A lock's owner is a thread id of its own namespace: a process of another
+// namespace reads it as some other thread, and would take over a lock that
+// a live frsd holds.
+uint64_t PidNamespaceNamedIn(const std::string& lock_path);
 
 }  // namespace frs

@@ -19,6 +19,7 @@
 #include "config/service_options.h"
 #include "config/srv_config.h"
 #include "frs/engine.h"
+#include "frs/lock_holders.h"
 #include "frs/store.h"
 #include "frs/store_admin.h"
 #include "limit/map_config.h"
@@ -330,7 +331,10 @@ frs::Status PublishStart(const frs::SrvConfig& cfg, const frs::server::ComposedM
     ::unlink(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kRunningConfig).c_str());
     FRS_LOG("warning: %s: frsctl shows map.xml as it is on disk, not the map this frsd runs", w.message().c_str());
   }
-  frs::Status s = store_lock.WritePid(pid);
+  // With its PID namespace: a frsctl of another one (another container on
+  // the volume) reads the store's lock owners as other threads, and is
+  // refused (frs/lock_holders.h).
+  frs::Status s = store_lock.WritePid(pid, frs::OwnPidNamespace());
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
   if (!s.ok()) return s;
   // A disk that filled while the last run served (every store page was

@@ -98,7 +98,7 @@ Result<LockFile> LockFile::AcquireOnce(const std::string& path, const std::strin
   // Its size as the lock found it (`now`): an earlier holder may have
   // written its pid between the fstat above and the lock.
   if (now.st_size > 0) {
-    const size_t n = static_cast<size_t>(std::min<off_t>(now.st_size, 32));
+    const size_t n = static_cast<size_t>(std::min<off_t>(now.st_size, 64));
     std::string blank(n, ' ');
     blank.back() = '\n';
     if (::pwrite(fd.get(), blank.data(), n, 0) != static_cast<ssize_t>(n) ||
@@ -108,9 +108,11 @@ Result<LockFile> LockFile::AcquireOnce(const std::string& path, const std::strin
   return LockFile(std::move(fd), path);
 }
 
-Status LockFile::WritePid(pid_t pid) {
-  char buf[32];
-  int n = std::snprintf(buf, sizeof buf, "%d\n", static_cast<int>(pid));
+Status LockFile::WritePid(pid_t pid, uint64_t pidns) {
+  char buf[64];
+  int n = pidns != 0 ? std::snprintf(buf, sizeof buf, "%d\npidns %llu\n", static_cast<int>(pid),
+                                     static_cast<unsigned long long>(pidns))
+                     : std::snprintf(buf, sizeof buf, "%d\n", static_cast<int>(pid));
   // Over what is there, then cut to its length: the file keeps its block.
   if (const ssize_t w = pwrite(fd_.get(), buf, static_cast<size_t>(n), 0); w != n)
     return w < 0 ? Status::FromErrno(path_, errno) : Status::IOError(path_ + ": a short write (a full disk?)");

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "frs/status.h"
@@ -31,8 +32,10 @@ class LockFile {
   LockFile(LockFile&&) = default;
   LockFile& operator=(LockFile&&) = default;
 
-  // Replaces the file's content with "PID\n".
-  Status WritePid(pid_t pid);
+  // Replaces the file's content with "PID\n", and "pidns N\n" after it when
+  // `pidns` is not 0 (the store lock: frs/lock_holders.h says why; a pid
+  // file stays one number, as scripts read it).
+  Status WritePid(pid_t pid, uint64_t pidns = 0);
   // Unlinks the file (on a clean stop; we still hold the lock).
   void Remove();
   int fd() const { return fd_.get(); }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +66,14 @@ std::vector<std::string> ExportLines(const std::string& text) {
   lines.pop_back();
   return lines;
 }
+
+struct UniqueFdForTest {
+  explicit UniqueFdForTest(int f) : fd(f) {}
+  ~UniqueFdForTest() {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd;
+};
 
 JsonValue Parse(const std::string& text) {
   Result<JsonValue> v = ParseJson(text);
@@ -386,6 +395,33 @@ TEST_F(FrsctlTest, InitRefusesAMapFrsdWouldRefuse) {
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("map.xml:2: rule interval '0' is out of range"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "data/frs.0.store"));
+}
+
+// An frsd of another PID namespace (another container on the volume) names
+// its lock owners by thread ids frsctl here reads as other threads: frsctl
+// would take over a live worker's lock and undo its write (a review of the
+// store's crash safety). Its frsd.lock names its namespace; frsctl refuses
+// to open the store under one that is not its own.
+TEST_F(FrsctlTest, AStoreServedFromAnotherPidNamespaceIsRefused) {
+  CreateStore();
+  Set("login", "user:1", 2);
+  struct stat ns {};
+  ASSERT_EQ(::stat("/proc/self/ns/pid", &ns), 0);
+  const std::string lock = dir_ / "data/frsd.lock";
+  as_program_ = true;  // another process than the lock's holder, as frsctl is beside frsd
+  UniqueFdForTest held(::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_GE(held.fd, 0);
+  ASSERT_EQ(::flock(held.fd, LOCK_EX), 0);  // as frsd holds it while it serves
+  std::ofstream(lock) << "4242\npidns " << ns.st_ino + 1 << "\n";
+  CtlRun r = Ctl({"get", "login", "user:1"});
+  EXPECT_EQ(r.rc, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("from another PID namespace (its lock names pidns " + std::to_string(ns.st_ino + 1)),
+            std::string::npos)
+      << r.err;
+  std::ofstream(lock) << "4242\npidns " << ns.st_ino << "\n";  // this one's: served as before
+  r = Ctl({"get", "login", "user:1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("count 2"), std::string::npos) << r.out;
 }
 
 // frsctl runs as root (grow, the package's upgrade) in a store directory

@@ -49,6 +49,27 @@ TEST(LockFile, TakingItBlanksWhatAnEarlierHolderWroteAndKeepsItsBlock) {
   }
 }
 
+// The store's lock names frsd's PID namespace after its pid (a frsctl of
+// another namespace is refused: frs/lock_holders.h); the next start blanks
+// both lines, and a refusal still reads the pid.
+TEST(LockFile, TheStoreLockNamesItsPidNamespace) {
+  frs::testing::TempDir dir;
+  const std::string path = dir.path() + "/frsd.lock";
+  {
+    auto lock = LockFile::Acquire(path, "store");
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    ASSERT_TRUE(lock->WritePid(getpid(), 4026531836u).ok());
+    EXPECT_EQ(ReadAll(path), std::to_string(getpid()) + "\npidns 4026531836\n");
+    auto second = LockFile::Acquire(path, "store");
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.status().message().find("its lock names pid " + std::to_string(getpid())), std::string::npos)
+        << second.status().message();
+  }
+  auto again = LockFile::Acquire(path, "store");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ReadAll(path).find_first_not_of(" \n"), std::string::npos) << ReadAll(path);
+}
+
 // Held: the refusal names a pid only when that process is an frsd.
 TEST(LockFile, ARefusalNamesNoPidThatIsNotAnFrsd) {
   frs::testing::TempDir dir;

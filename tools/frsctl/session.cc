@@ -21,6 +21,7 @@
 #include "format.h"
 #include "frs/clock.h"
 #include "frs/envoy_map.h"
+#include "frs/lock_holders.h"
 #include "frs/ring.h"
 #include "frs/store_admin.h"
 #include "frs/store_dir.h"
@@ -179,7 +180,36 @@ std::string MissingUnderARunningFrsd(const Session& s) {
 
 }  // namespace
 
+// Refused while an frsd of another PID namespace serves the store (another
+// container on its volume, or the host's frsctl beside a container's frsd):
+// the store's lock words name the threads that hold them by their ids in
+// frsd's namespace, which this process reads as other threads or none, and
+// it would take over a lock a live worker holds and undo that worker's
+// write under it (a review of the store's crash safety found it).
+namespace {
+
+Status SamePidNamespaceAsFrsd(const std::string& dir) {
+  const std::string lock = store_dir::In(dir, store_dir::kStoreLock);
+  if (!FlockHeld(lock)) return Status::OK();
+  const uint64_t theirs = PidNamespaceNamedIn(lock), ours = OwnPidNamespace();
+  // An frsd of 0.3.0 names no namespace: one this process cannot see at
+  // all is of another.
+  const bool other = theirs != 0 ? ours != 0 && theirs != ours : FlockHolders(lock).empty();
+  if (!other) return Status::OK();
+  const std::string how =
+      theirs != 0 ? "its lock names pidns " + std::to_string(theirs) + ", this frsctl runs in " + std::to_string(ours)
+                  : "this frsctl cannot see the process that holds its lock";
+  return Status::Busy("frsd serves " + dir + " from another PID namespace (" + how +
+                      ": another container on its volume, or a container's frsd seen from the host): the store's "
+                      "locks name frsd's threads by their ids there, which frsctl here would read as dead and take "
+                      "over; run frsctl in frsd's namespace (docker exec, kubectl exec, or nsenter --target PID --pid "
+                      "--mount)");
+}
+
+}  // namespace
+
 Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
+  if (Status st = SamePidNamespaceAsFrsd(s->cfg.store_dir); !st.ok()) return st;
   StoreOptions so = StoreOptionsFor(s->cfg, create);
   // What the store recovers or passes over (a dead holder's lock taken
   // over, a long wait on a live one, a damaged node ignored) is said, as
