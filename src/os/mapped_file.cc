@@ -115,7 +115,12 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
   // O_NONBLOCK: a FIFO opened read-only would wait for a writer (refused
   // below as not a regular file); a regular file's reads and writes do not
   // heed it.
-  UniqueFd fd(::open(path.c_str(), (f->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK));
+  // Never written through a link (O_NOFOLLOW): one placed at a day file's,
+  // stats.frs's or a store file's name had a root frsd count into, or mark
+  // as damaged, the file it led to (found from outside). Read-only, a link
+  // is followed: nothing is written.
+  const int write_flags = O_RDWR | O_NOFOLLOW;
+  UniqueFd fd(::open(path.c_str(), (f->read_only_ ? O_RDONLY : write_flags) | O_CLOEXEC | O_NONBLOCK));
   for (int again = 0; !fd.valid() && errno == ENOENT && mode == Mode::kCreateIfMissing && again < 8; ++again) {
     fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.valid()) {
@@ -152,13 +157,17 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
       }
       f->created_ = true;
     } else if (errno == EEXIST) {
-      fd.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));  // lost the race: open theirs
-      if (!fd.valid() && errno == ENOENT) continue;        // theirs was moved aside since: make it
+      fd.reset(::open(path.c_str(), write_flags | O_CLOEXEC));  // lost the race: open theirs
+      if (!fd.valid() && errno == ENOENT) continue;             // theirs was moved aside since: make it
     }
     break;
   }
   if (!fd.valid()) {
     if (errno == ENOENT) return Status::NotFound(path + ": no such file");
+    if (errno == ELOOP)
+      return Status::IOError(path +
+                             " is a symbolic link: frsd maps only a file of its own there (a store directory "
+                             "may be a link; the files in it may not): remove it");
     if (errno == EACCES || errno == EPERM) return Status::IOError(PermissionWords(path));
     return Status::FromErrno(path, errno);
   }
@@ -174,7 +183,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
       if (::fstat(fd.get(), &held) != 0 || ::stat(path.c_str(), &named) != 0 ||
           (held.st_dev == named.st_dev && held.st_ino == named.st_ino))
         break;
-      fd.reset(::open(path.c_str(), (f->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK));
+      fd.reset(::open(path.c_str(), (f->read_only_ ? O_RDONLY : write_flags) | O_CLOEXEC | O_NONBLOCK));
       if (!fd.valid()) return Status::FromErrno(path, errno);
       if (::flock(fd.get(), LOCK_SH) != 0) return Status::FromErrno(path + ": flock", errno);
     }

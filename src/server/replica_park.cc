@@ -50,7 +50,14 @@ Result<os::UniqueFd> OpenParkLocked(const std::string& path, bool create) {
       if (errno != ENOENT) return Status::FromErrno("cannot stat " + path, errno);
       continue;  // removed by a taker meanwhile
     }
-    if (named.st_ino == held.st_ino && named.st_dev == held.st_dev) return fd;
+    if (named.st_ino != held.st_ino || named.st_dev != held.st_dev) continue;
+    // Nor a file of another name too (a hard link to one outside the store
+    // had frsd append records to it: found from outside). Counted after the
+    // lock: a taker's rewrite has no second name once it lets go.
+    if (named.st_nlink > 1)
+      return Status::IOError(path + " has " + std::to_string(named.st_nlink) +
+                             " names (a hard link): frsd keeps only a file of its own there");
+    return fd;
   }
   return Status::IOError(path + " was replaced 100 times while this process waited for its lock");
 }
@@ -171,6 +178,19 @@ Status ParkChanges(const os::UniqueFd& fd, const std::string& path, uint32_t biz
   char last = '\n';
   if (size > 0 && ::pread(fd.get(), &last, 1, static_cast<off_t>(size - 1)) != 1)
     return Status::FromErrno("cannot read " + path, errno);
+  // Appended to only when frsd wrote it (its first line, or a first write
+  // cut short within it): records added to another file there would be
+  // another's bytes changed.
+  if (size > 0) {
+    char head[kParkedMagic.size()];
+    const size_t want = std::min(size, kParkedMagic.size());
+    if (::pread(fd.get(), head, want, 0) != static_cast<ssize_t>(want))
+      return Status::FromErrno("cannot read " + path, errno);
+    if (std::string_view(head, want) != kParkedMagic.substr(0, want))
+      return Status::IOError(path +
+                             " does not start with \"frs-replica-parked 1\": not a file frsd wrote, and "
+                             "nothing is added to it (the next reload's take reads what records it holds)");
+  }
   std::string out = size == 0 ? std::string(kParkedMagic) : last != '\n' ? std::string("\n") : std::string();
   out += record;
   size_t done = 0;

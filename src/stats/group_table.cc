@@ -194,6 +194,40 @@ uint8_t* GroupTable::BlockAt(uint32_t offset, uint32_t bytes) const {
 }
 uint32_t* GroupTable::index() const { return reinterpret_cast<uint32_t*>(base_ + sizeof(Header)); }
 
+Status GroupTable::MakeDayFile(const std::string& path, const Header& want, const GroupTableShape& shape) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  Header h = want;
+  h.next = want.pool_start + RecordBytes(shape.distinct, kOtherGroup.size());
+  h.file_bytes = RoundUp(h.next, kGrowBytes);
+  h.other = static_cast<uint32_t>(want.pool_start / kUnit);
+  Record other{};
+  other.hash = HashOf(kOtherGroup);
+  other.value_len = static_cast<uint16_t>(kOtherGroup.size());
+  std::string rec(RecordBytes(shape.distinct, kOtherGroup.size()), '\0');
+  std::memcpy(rec.data(), &other, sizeof other);
+  std::memcpy(rec.data() + sizeof other + shape.distinct * sizeof(sketch::SketchHead), kOtherGroup.data(),
+              kOtherGroup.size());
+  auto made = os::WriteFileWhole(path, os::WholeFileOptions{.exclusive = true}, [&](const std::string& tmp) {
+    os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!tfd.valid()) return Errno("cannot create", tmp);
+    // posix_fallocate returns its error instead of setting errno: a
+    // full disk was reported as the last failed call's ENOENT.
+    if (const int err = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)); err != 0) {
+      errno = err;
+      return Errno("cannot allocate " + std::to_string(h.file_bytes) + " bytes for", tmp);
+    }
+    auto put = [&](const void* p, size_t n, off_t at) {
+      const ssize_t w = ::pwrite(tfd.get(), p, n, at);
+      if (w >= 0 && static_cast<size_t>(w) != n) errno = ENOSPC;  // short: the file system is full
+      return w == static_cast<ssize_t>(n);
+    };
+    const bool ok = put(&h, sizeof h, 0) && put(rec.data(), rec.size(), static_cast<off_t>(want.pool_start));
+    return ok ? Status::OK() : Errno("cannot write", tmp);
+  });
+  return made.ok() ? Status::OK() : made.status();
+}
+
 Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode,
                                                      std::string* set_aside) {
   if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
@@ -218,46 +252,23 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
   os::SealHeader(&want, kGroupFormat);
 
   for (int attempt = 0; attempt < 3; ++attempt) {
-    int fd = ::open(path.c_str(), t->read_only_ ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CLOEXEC);
+    // Written never through a link: one at a day file's name had a root
+    // frsd count into, or mark as damaged, the file it led to (found from
+    // outside).
+    int fd = ::open(path.c_str(), t->read_only_ ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno == ENOENT && !t->read_only_) {
       // Made whole under a temporary name, then linked into place: a reader
       // never sees a half-written header, and of two processes creating the
       // same day, one wins the link and the other opens its file.
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-      Header h = want;
-      h.next = want.pool_start + RecordBytes(shape.distinct, kOtherGroup.size());
-      h.file_bytes = RoundUp(h.next, kGrowBytes);
-      h.other = static_cast<uint32_t>(want.pool_start / kUnit);
-      Record other{};
-      other.hash = HashOf(kOtherGroup);
-      other.value_len = static_cast<uint16_t>(kOtherGroup.size());
-      std::string rec(RecordBytes(shape.distinct, kOtherGroup.size()), '\0');
-      std::memcpy(rec.data(), &other, sizeof other);
-      std::memcpy(rec.data() + sizeof other + shape.distinct * sizeof(sketch::SketchHead), kOtherGroup.data(),
-                  kOtherGroup.size());
-      auto made = os::WriteFileWhole(path, os::WholeFileOptions{.exclusive = true}, [&](const std::string& tmp) {
-        os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-        if (!tfd.valid()) return Errno("cannot create", tmp);
-        // posix_fallocate returns its error instead of setting errno: a
-        // full disk was reported as the last failed call's ENOENT.
-        if (const int err = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)); err != 0) {
-          errno = err;
-          return Errno("cannot allocate " + std::to_string(h.file_bytes) + " bytes for", tmp);
-        }
-        auto put = [&](const void* p, size_t n, off_t at) {
-          const ssize_t w = ::pwrite(tfd.get(), p, n, at);
-          if (w >= 0 && static_cast<size_t>(w) != n) errno = ENOSPC;  // short: the file system is full
-          return w == static_cast<ssize_t>(n);
-        };
-        const bool ok = put(&h, sizeof h, 0) && put(rec.data(), rec.size(), static_cast<off_t>(want.pool_start));
-        return ok ? Status::OK() : Errno("cannot write", tmp);
-      });
-      if (!made.ok()) return made.status();
+      if (Status made = MakeDayFile(path, want, shape); !made.ok()) return made;
       continue;  // open what is now there
     }
     if (fd < 0) {
       if (errno == ENOENT) return Status::NotFound("no statistics file " + path);
+      if (errno == ELOOP)
+        return Status::IOError(path +
+                               " is a symbolic link: frsd keeps its statistics only in files of its own there: "
+                               "remove it");
       return Errno("cannot open", path);
     }
     t->fd_.reset(fd);

@@ -130,6 +130,9 @@ class GroupTable {
  private:
   class Blocks;
   GroupTable() = default;
+  // A new day's file at `path`, of the geometry `want`, holding the ~other
+  // record: made whole under a temporary name, then linked into place.
+  static Status MakeDayFile(const std::string& path, const Header& want, const GroupTableShape& shape);
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   // Null (and the table marked broken) for an offset outside the pool.
   Record* RecordAt(uint32_t offset) const;

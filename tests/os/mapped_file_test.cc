@@ -52,6 +52,29 @@ TEST_F(MappedFileTest, AMissingFileIsNotFoundUnlessCreated) {
   EXPECT_FALSE(std::filesystem::exists(path_)) << "only kCreateIfMissing creates";
 }
 
+// A link at a mapped file's name (a day file's, stats.frs's, a store
+// file's) is never written through: a root frsd counted into, or marked as
+// damaged, the file it led to (found from outside). Read-only, it is
+// followed: nothing is written.
+TEST_F(MappedFileTest, ALinkAtItsNameIsNeverWrittenThrough) {
+  const std::string outside = d_ / "outside";
+  { auto made = MustMap(outside, Mode::kCreateIfMissing); }
+  const std::string before = testing::ReadFile(outside);
+  ASSERT_EQ(::symlink(outside.c_str(), path_.c_str()), 0);
+  for (Mode mode : {Mode::kOpenOnly, Mode::kCreateIfMissing}) {
+    auto r = os::MappedFile::Open(path_, mode, kSize);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("is a symbolic link"), std::string::npos) << r.status().ToString();
+  }
+  EXPECT_TRUE(os::MappedFile::Open(path_, Mode::kReadOnly, kSize).ok());
+  EXPECT_EQ(testing::ReadFile(outside), before);
+  // A dangling one makes nothing where it leads.
+  std::filesystem::remove(path_);
+  ASSERT_EQ(::symlink((d_ / "made").c_str(), path_.c_str()), 0);
+  EXPECT_FALSE(os::MappedFile::Open(path_, Mode::kCreateIfMissing, kSize).ok());
+  EXPECT_FALSE(std::filesystem::exists(d_ / "made"));
+}
+
 TEST_F(MappedFileTest, CreatedZeroedSparseAndPrivateThenOpenedAsIs) {
   {
     auto f = MustMap(path_, Mode::kCreateIfMissing);

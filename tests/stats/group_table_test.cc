@@ -64,6 +64,23 @@ GroupCounts DecisionOf(uint64_t i) {
   return GroupCounts{1, allowed ? 1u : 0u, allowed ? 0u : 1u, allowed ? i % 5 : 0};
 }
 
+TEST(GroupTable, ALinkAtADayFilesNameIsNeverWrittenThrough) {
+  // Found from outside: a root frsd counted into the file a link at a day
+  // file's name led to, or wrote its damaged mark into it.
+  frs::testing::TempDir dir;
+  const std::string outside = dir / "outside.frs", path = dir / "stats/1/app/2026-11-22.frs";
+  { auto t = OpenOrDie(outside, GroupTableShape{1000, 1}); }
+  std::filesystem::create_directories(dir / "stats/1/app");
+  ASSERT_EQ(::symlink(outside.c_str(), path.c_str()), 0);
+  const auto size = std::filesystem::file_size(outside);
+  const auto mtime = std::filesystem::last_write_time(outside);
+  auto t = GroupTable::Open(path, GroupTableShape{1000, 1}, Mode::kWrite);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("is a symbolic link"), std::string::npos) << t.status().ToString();
+  EXPECT_EQ(std::filesystem::file_size(outside), size);
+  EXPECT_EQ(std::filesystem::last_write_time(outside), mtime);
+}
+
 TEST(GroupTable, CountsAddUpPerGroupAndSurviveAReopen) {
   frs::testing::TempDir dir;
   const std::string path = dir / "stats/1/app+user/2026-11-22.frs";
