@@ -357,10 +357,11 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
     return s != nullptr && LeaseMac(*s, biz->id, Concurrency::Nonce(block), serial, key) == mac;
   };
   if ((serial == 0 && !ParseLeaseId(lease, &serial, &mac)) || !(made_under(secret) || made_under(also))) {
-    d->status = Status::Conflict(
-        "lease " + std::string(lease) + " is unknown: it was never granted for this key in biz '" + biz->name +
-        "' (another biz's or key's id, a reservation's, a forged one, one of a node erased since, or one granted "
-        "by another frsd keyed otherwise: shards without one <cluster lease_key>)");
+    d->status = Status::Conflict("lease " + std::string(lease) +
+                                 " is unknown: it was never granted for this key in biz '" + biz->name +
+                                 "' (another biz's or key's id, a reservation's, a forged one, one of a node an "
+                                 "operator's reset or delete erased since, or one granted "
+                                 "by another frsd keyed otherwise: shards without one <cluster lease_key>)");
   } else if (Concurrency::Find(spec, block, now, serial, &held) != Concurrency::Found::kHeld) {
     // The sweep above freed (and counted) an expired one already.
     d->status =

@@ -262,7 +262,8 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
                ReservationMadeUnder(also, *biz, t, serial, key, mac))) {
     d->status =
         Status::Conflict("reservation " + text() + " is unknown: it was never taken for this key in biz '" + biz->name +
-                         "' (another biz's or key's id, a lease's, a forged one, one of a node erased since, or "
+                         "' (another biz's or key's id, a lease's, a forged one, one of a node an operator's reset or "
+                         "delete erased since, or "
                          "one taken on another frsd keyed otherwise: shards without one <cluster lease_key>)");
   } else if (Reservations::RuleSettle sum; !SettleReservation(*biz, ref, now, serial, n, &sum, &d->res_expires)) {
     // The sweep before this freed (and counted) one that expired.
