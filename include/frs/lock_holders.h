@@ -20,9 +20,13 @@ namespace frs {
 // returns) is named by the pid the file itself holds, when that lives.
 std::vector<pid_t> FlockHolders(const std::string& path);
 
-// Whether any process holds a flock on `path`, one in a PID namespace this
-// one cannot see included (/proc/locks names it pid 0 here).
+// Whether a process other than this one that this one can see holds a
+// flock on `path` (/proc/locks leaves out a holder of a PID namespace this
+// one does not contain).
 bool FlockHeld(const std::string& path);
+
+// Whether this process holds a flock on `path` (through any descriptor).
+bool FlockHeldBySelf(const std::string& path);
 
 // This process's PID namespace: the inode of /proc/self/ns/pid (0 when it
 // cannot be read).

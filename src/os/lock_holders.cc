@@ -53,7 +53,13 @@ void ForEachHolder(const std::string& path, F&& f) {
 
 bool FlockHeld(const std::string& path) {
   bool held = false;
-  ForEachHolder(path, [&](long pid) { held |= pid != ::getpid(); });
+  ForEachHolder(path, [&](long pid) { held |= pid > 0 && pid != ::getpid(); });
+  return held;
+}
+
+bool FlockHeldBySelf(const std::string& path) {
+  bool held = false;
+  ForEachHolder(path, [&](long pid) { held |= pid == ::getpid(); });
   return held;
 }
 

@@ -109,7 +109,7 @@ class FrsctlTest : public ::testing::Test {
   bool as_program_ = false;
 
   void CreateStore(const std::string& config = "srv.xml") {
-    CtlRun r = Ctl({"import"}, config, "");
+    CtlRun r = Ctl({"init"}, config);
     ASSERT_EQ(r.rc, 0) << r.err;
   }
 
@@ -422,6 +422,28 @@ TEST_F(FrsctlTest, AStoreServedFromAnotherPidNamespaceIsRefused) {
   r = Ctl({"get", "login", "user:1"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("count 2"), std::string::npos) << r.out;
+}
+
+// The other way round: a frsctl in a PID namespace of its own (a container
+// beside the host's frsd) is not shown the lock's holder by /proc/locks at
+// all, and read the store as served by none (found from outside).
+TEST_F(FrsctlTest, AStoreHeldByAProcessThisNamespaceCannotSeeIsRefused) {
+  CreateStore();
+  const std::string lock = dir_ / "data/frsd.lock";
+  UniqueFdForTest held(::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_GE(held.fd, 0);
+  ASSERT_EQ(::flock(held.fd, LOCK_EX), 0);
+  std::ofstream(lock) << ::getpid() << "\n";
+  const std::string out = dir_ / "unshare.out";
+  const std::string cmd = "unshare --pid --fork --mount-proc " + Quote(FRSCTL_PATH) + " -c " + Quote(dir_ / "srv.xml") +
+                          " get login user:1 > " + Quote(out) + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string said = ReadFile(out);
+  if (said.find("unshare: ") == 0) GTEST_SKIP() << "unshare(2) of a PID namespace is refused here: " << said;
+  EXPECT_EQ(WEXITSTATUS(st), 3) << said;
+  EXPECT_NE(said.find("from another PID namespace (this frsctl cannot see the process that holds its lock"),
+            std::string::npos)
+      << said;
 }
 
 // frsctl runs as root (grow, the package's upgrade) in a store directory
@@ -1594,7 +1616,10 @@ TEST_F(FrsctlTest, AnExportCutShortAtALinesEndIsRefused) {
   for (int twice = 0; twice < 2; ++twice)
     for (const std::string& l : lines) joined += l + "\n";  // two exports joined: each end counts its own
   WriteConfig("new.xml", "new", 1, 1024, 8);
-  CtlRun r = Ctl({"import"}, "new.xml", cut);
+  CtlRun r = Ctl({"import"}, "new.xml", "");  // a failed export piped in: nothing, not an empty store
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("it holds no line, not even an export's end line"), std::string::npos) << r.err;
+  r = Ctl({"import"}, "new.xml", cut);
   EXPECT_EQ(r.rc, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("import refused, nothing changed: the input: it has no end line"), std::string::npos) << r.err;
   r = Ctl({"import"}, "new.xml", edited);

@@ -294,8 +294,10 @@ TEST_F(FrsdCheckTest, ABizWhoseNodeDoesNotFitTheChainIsNamed) {
 }
 
 TEST_F(FrsdCheckTest, AStoreOfAnotherGeometryOrWithAMissingFileIsRefused) {
-  // frsctl import of nothing creates the store with srv.xml's geometry.
-  std::string create = std::string(FRSCTL_PATH) + " -c " + (dir_ / "srv.xml") + " import </dev/null >/dev/null 2>&1";
+  // frsctl import of an empty export creates the store with srv.xml's
+  // geometry, and the engine's files beside it, as a store that served.
+  std::string create = "echo '{\"end\":{\"nodes\":0,\"receipts\":0}}' | " + std::string(FRSCTL_PATH) + " -c " +
+                       (dir_ / "srv.xml") + " import >/dev/null 2>&1";
   ASSERT_EQ(std::system(create.c_str()), 0);
   ASSERT_TRUE(std::filesystem::exists(dir_ / "data/frs.1.store"));
   ProcRun r = Check();
@@ -428,8 +430,8 @@ TEST_F(FrsdCheckTest, AStoreFileFrsdCannotWriteIsRefused) {
 // files there (rules.history, statistics days), and the service's next
 // start, as that user, failed on them: the start refuses, frsd -t warns.
 TEST_F(FrsdCheckTest, RootRefusesToStartOnAnotherUsersStore) {
-  std::string create = std::string(FRSCTL_PATH) + " -c " + (dir_ / "srv.xml") + " import </dev/null >/dev/null 2>" +
-                       (dir_ / "import.err");
+  std::string create = "echo '{\"end\":{\"nodes\":0,\"receipts\":0}}' | " + std::string(FRSCTL_PATH) + " -c " +
+                       (dir_ / "srv.xml") + " import >/dev/null 2>" + (dir_ / "import.err");
   ASSERT_EQ(std::system(create.c_str()), 0) << ReadFile(dir_ / "import.err");
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   ASSERT_EQ(std::system(("chown -R 65534:65534 " + (dir_ / "data")).c_str()), 0);

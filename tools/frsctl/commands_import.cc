@@ -261,10 +261,13 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   // Whole lines, but whether any are missing after them cannot be told: an
   // export cut at a line's end (a copy stopped, a disk full) restored part
   // of a store without a word (found from outside).
-  if (checked->unended != 0) {
+  // An input of no line at all is one too (found from outside: a failed
+  // export piped into import made an empty new store, exit 0).
+  if (checked->unended != 0 || !checked->ended) {
     const std::string what = checked->ended ? "its last " + std::to_string(checked->unended) +
                                                   " line(s) come after its last end line, with none of their own"
-                                            : "it has no end line";
+                             : checked->unended == 0 ? "it holds no line, not even an export's end line"
+                                                     : "it has no end line";
     if (!a.without_end)
       return Status::InvalidArgument(
           "import refused, nothing changed: " + (a.file.empty() ? std::string("the input") : a.file) + ": " + what +

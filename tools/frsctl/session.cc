@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -188,17 +189,35 @@ std::string MissingUnderARunningFrsd(const Session& s) {
 // write under it (a review of the store's crash safety found it).
 namespace {
 
+// Whether a process this one cannot see holds `lock`: /proc/locks leaves
+// out the locks of a PID namespace this one does not contain (a frsctl in
+// a container beside the host's frsd saw none, found from outside), so it
+// is asked of the lock itself. Only for a lock file an frsd wrote (not
+// empty: a clean stop removes it), since the probe, however brief, could
+// make an frsd starting at that instant take this for a running one.
+bool HeldUnseen(const std::string& lock) {
+  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return false;
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return false;  // released as fd closes
+  return errno == EWOULDBLOCK;
+}
+
 Status SamePidNamespaceAsFrsd(const std::string& dir) {
   const std::string lock = store_dir::In(dir, store_dir::kStoreLock);
-  if (!FlockHeld(lock)) return Status::OK();
   const uint64_t theirs = PidNamespaceNamedIn(lock), ours = OwnPidNamespace();
-  // An frsd of 0.3.0 names no namespace: one this process cannot see at
-  // all is of another.
-  const bool other = theirs != 0 ? ours != 0 && theirs != ours : FlockHolders(lock).empty();
-  if (!other) return Status::OK();
-  const std::string how =
-      theirs != 0 ? "its lock names pidns " + std::to_string(theirs) + ", this frsctl runs in " + std::to_string(ours)
-                  : "this frsctl cannot see the process that holds its lock";
+  std::string how;
+  if (FlockHeld(lock)) {
+    // A holder shown here is of this namespace, or of one this one
+    // contains (the host's frsctl beside a container's frsd): the
+    // namespace it names tells (an frsd of 0.3.0 names none).
+    if (theirs == 0 || ours == 0 || theirs == ours) return Status::OK();
+    how = "its lock names pidns " + std::to_string(theirs) + ", this frsctl runs in " + std::to_string(ours);
+  } else if (!FlockHeldBySelf(lock) && HeldUnseen(lock)) {  // this frsctl's own (verify --repair, grow)
+    how = "this frsctl cannot see the process that holds its lock";
+  } else {
+    return Status::OK();
+  }
   return Status::Busy("frsd serves " + dir + " from another PID namespace (" + how +
                       ": another container on its volume, or a container's frsd seen from the host): the store's "
                       "locks name frsd's threads by their ids there, which frsctl here would read as dead and take "
