@@ -163,11 +163,16 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
     break;
   }
   if (!fd.valid()) {
+    // A dangling link is a link, not a lost file (found from outside: it
+    // was said lost, its counts gone, and frsctl init --recreate-missing
+    // advised).
+    if (struct stat ls{}; errno == ENOENT && ::lstat(path.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode)) errno = ELOOP;
     if (errno == ENOENT) return Status::NotFound(path + ": no such file");
     if (errno == ELOOP)
-      return Status::IOError(path +
-                             " is a symbolic link: frsd maps only a file of its own there (a store directory "
-                             "may be a link; the files in it may not): remove it");
+      return Status::IOError(
+          path +
+          " is a symbolic link: frsd maps only a file of its own there (a store directory "
+          "may be a link; the files in it may not): move the file it names into its place, or remove it");
     if (errno == EACCES || errno == EPERM) return Status::IOError(PermissionWords(path));
     return Status::FromErrno(path, errno);
   }

@@ -39,7 +39,8 @@ Result<os::UniqueFd> OpenParkLocked(const std::string& path, bool create) {
     os::UniqueFd fd(::open(path.c_str(), flags, 0600));
     if (!fd.valid()) {
       if (!create && errno == ENOENT) return os::UniqueFd();
-      if (errno == ELOOP) return Status::IOError(path + " is a symbolic link: frsd keeps only a file of its own there");
+      if (errno == ELOOP)
+        return Status::IOError(path + " is a symbolic link: frsd keeps only a file of its own there: remove it");
       return Status::FromErrno("cannot open " + path, errno);
     }
     struct stat held, named;
@@ -56,7 +57,7 @@ Result<os::UniqueFd> OpenParkLocked(const std::string& path, bool create) {
     // lock: a taker's rewrite has no second name once it lets go.
     if (named.st_nlink > 1)
       return Status::IOError(path + " has " + std::to_string(named.st_nlink) +
-                             " names (a hard link): frsd keeps only a file of its own there");
+                             " names (a hard link): frsd keeps only a file of its own there: remove this name");
     return fd;
   }
   return Status::IOError(path + " was replaced 100 times while this process waited for its lock");

@@ -73,6 +73,13 @@ Status CheckWhole(const StoreOptions& opts, bool making_cut_short, const std::ve
   std::string unmade;  // missing, and not a file of zeros just removed (said then)
   for (uint32_t i = 0; i < g.files; ++i) {
     std::string p = store::StoreFile::PathFor(opts.dir, i);
+    // A link is none of the store's files, whole or missing (a dangling one
+    // was said lost, and frsctl init --recreate-missing advised: found from
+    // outside).
+    if (struct stat ls{}; !opts.read_only && ::lstat(p.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))
+      return Status::IOError(p +
+                             " is a symbolic link: frsd maps only a file of its own there (a store directory may be "
+                             "a link; the files in it may not): move the file it names into its place, or remove it");
     Result<bool> there = os::PathExists(p);
     if (!there.ok()) return there.status();
     if (there.value() && present++ == 0) first_present = i;

@@ -49,11 +49,17 @@ Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* rec
   // Never through a link: frsctl runs as root, and would append to the file
   // one placed there leads to.
   fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600));
-  if (!fd_.valid() && errno == ELOOP) return Status::IOError(path + " is a symbolic link: not a spool frsctl made");
+  if (!fd_.valid() && errno == ELOOP)
+    return Status::IOError(path + " is a symbolic link: not a spool frsctl made (remove it)");
   if (!fd_.valid()) return Status::FromErrno("cannot open " + path, errno);
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   if (!S_ISREG(st.st_mode)) return Status::IOError(path + " is not a regular file: not a spool frsctl made");
+  // Nor a second name of another file (a hard link to one outside the
+  // store was cut to nothing: found from outside).
+  if (st.st_nlink > 1)
+    return Status::IOError(path + " has " + std::to_string(st.st_nlink) +
+                           " names (a hard link): not a spool frsctl made (remove this name)");
   if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0)
     return Status::Busy(path + " is in use: another frsctl handoff runs on this store");
   std::string text;
