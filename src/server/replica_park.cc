@@ -51,14 +51,13 @@ Result<os::UniqueFd> OpenParkLocked(const std::string& path, bool create) {
       if (errno != ENOENT) return Status::FromErrno("cannot stat " + path, errno);
       continue;  // removed by a taker meanwhile
     }
-    if (named.st_ino != held.st_ino || named.st_dev != held.st_dev) continue;
-    // Nor a file of another name too (a hard link to one outside the store
-    // had frsd append records to it: found from outside). Counted after the
-    // lock: a taker's rewrite has no second name once it lets go.
-    if (named.st_nlink > 1)
-      return Status::IOError(path + " has " + std::to_string(named.st_nlink) +
-                             " names (a hard link): frsd keeps only a file of its own there: remove this name");
-    return fd;
+    // A second name (a hard link) is allowed: a backup made with cp -al, or
+    // a grow killed before it removed its old directory, gives the file one,
+    // and refusing it lost the changes kept there. One planted by the store
+    // directory's owner can only name a file that owner may write already
+    // (fs.protected_hardlinks), and what frsd did not write is never
+    // appended to (ParkChanges).
+    if (named.st_ino == held.st_ino && named.st_dev == held.st_dev) return fd;
   }
   return Status::IOError(path + " was replaced 100 times while this process waited for its lock");
 }

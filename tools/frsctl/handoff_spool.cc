@@ -55,11 +55,6 @@ Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* rec
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   if (!S_ISREG(st.st_mode)) return Status::IOError(path + " is not a regular file: not a spool frsctl made");
-  // Nor a second name of another file (a hard link to one outside the
-  // store was cut to nothing: found from outside).
-  if (st.st_nlink > 1)
-    return Status::IOError(path + " has " + std::to_string(st.st_nlink) +
-                           " names (a hard link): not a spool frsctl made (remove this name)");
   if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0)
     return Status::Busy(path + " is in use: another frsctl handoff runs on this store");
   std::string text;
