@@ -98,6 +98,34 @@ std::vector<std::string> NewStoreProblems(const SrvConfig& cfg) {
   return {};
 }
 
+// A symbolic link where frsd writes a file in place: the start refuses it
+// (a store file, stats.frs, the lock, lease.key) or keeps nothing there
+// (denials.frs, replica-parked), and -t said ok, or a dangling link at a
+// store file "missing, its counts lost" (found from outside: an init
+// container passed a server that then failed). *store_file: one of them
+// is a store file (what the store's own check would say of it is wrong).
+std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file) {
+  std::vector<std::string> problems;
+  std::vector<std::string> names = {std::string(frs::store_dir::kDailyStats),
+                                    std::string(frs::store_dir::kRecentDenials), std::string(frs::store_dir::kLeaseKey),
+                                    std::string(frs::store_dir::kStoreLock),
+                                    std::string(frs::store_dir::kReplicaParked)};
+  const size_t side = names.size();
+  for (uint32_t i = 0; i < cfg.geometry.files; ++i) names.push_back(frs::store_dir::StoreFileName(i));
+  *store_file = false;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = frs::store_dir::In(cfg.store_dir, names[i]);
+    struct stat ls {};
+    if (::lstat(path.c_str(), &ls) != 0 || !S_ISLNK(ls.st_mode)) continue;
+    *store_file |= i >= side;
+    problems.push_back(path +
+                       " is a symbolic link: frsd writes only files of its own in its store directory and refuses "
+                       "it (the directory may be a link; the files in it may not): move the file it names into its "
+                       "place, or remove it");
+  }
+  return problems;
+}
+
 // The store directory as frsd's start will use it: a new store made in it
 // (NewStoreProblems), its lock and listen files written there.
 std::vector<std::string> StoreDirectoryProblems(const SrvConfig& cfg, bool exists) {
@@ -403,9 +431,12 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   for (std::string& p : LeaseKeyProblems(*cfg)) problems.push_back(std::move(p));
   std::string store_words;
   if (Status grow = CheckNoInterruptedGrow(cfg->store_dir); !grow.ok()) problems.push_back(grow.message());
-  Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
-  if (!sc.ok()) problems.push_back(sc.status().message());
-  else store_words = StoreWords(cfg->store_dir, sc.value());
+  bool store_file_link = false;
+  for (std::string& p : LinkProblems(*cfg, &store_file_link)) problems.push_back(std::move(p));
+  Result<store::StoreCheck> sc = store_file_link ? Result<store::StoreCheck>(Status::InvalidArgument(""))
+                                                 : store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
+  if (sc.ok()) store_words = StoreWords(cfg->store_dir, sc.value());
+  else if (!store_file_link) problems.push_back(sc.status().message());
   if (sc.ok())
     for (std::string& p : StoreDirectoryProblems(*cfg, sc->exists)) problems.push_back(std::move(p));
   if (sc.ok() && sc->exists)

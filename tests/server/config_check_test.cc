@@ -264,6 +264,27 @@ TEST_F(FrsdCheckTest, ADirectoryWhereFrsdWritesItsLockOrListenFileIsRefused) {
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
 }
 
+// A link where frsd writes a file in place: the start refuses it (or keeps
+// nothing there), so the check fails, naming it (found from outside: -t
+// said ok, and an init container passed a server that then failed; a
+// dangling one at a store file was said missing, its counts lost).
+TEST_F(FrsdCheckTest, ALinkWhereFrsdWritesAFileInPlaceIsRefused) {
+  std::filesystem::remove_all(dir_ / "data");
+  std::filesystem::create_directories(dir_ / "data");
+  std::ofstream(dir_ / "outside") << "x";
+  for (const char* name : {"stats.frs", "denials.frs", "lease.key", "replica-parked", "frs.0.store"}) {
+    const std::string path = dir_ / ("data/" + std::string(name));
+    std::filesystem::create_symlink(dir_ / "nowhere", path);
+    ProcRun r = Check();
+    EXPECT_EQ(r.rc, 1) << name << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(path + " is a symbolic link: frsd writes only files of its own"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("lost"), std::string::npos) << r.err;
+    std::filesystem::remove(path);
+  }
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+}
+
 // A keynodes that is no multiple of 64 / chain groups key-nodes in smaller
 // groups: frsd -t accepts it and warns, naming what to choose.
 TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {
