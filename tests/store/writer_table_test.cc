@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -33,6 +34,15 @@ using testing::PutNode;
 using testing::StoreFiles;
 
 uint64_t OwnerOf(const WriterEntryHeader* w) { return store::AtomicLoad(w->owner); }
+
+// A node at key-node 2, slot 3 of `f`, and its bytes as written: what a
+// recovery must put back.
+std::array<uint8_t, kSlotBytes> PutNodeAt23(store::StoreFile* f) {
+  PutNode(f, 2, 3, 111, 1, 1000);
+  std::array<uint8_t, kSlotBytes> bytes;
+  std::memcpy(bytes.data(), f->slot(2, 3), kSlotBytes);
+  return bytes;
+}
 
 TEST(WriterTable, AClaimedEntryIsThisThreadsUntilItsWriteEnds) {
   StoreFiles s(1, 4, 64);
@@ -103,9 +113,7 @@ TEST(WriterTable, RecoveringADeadWriterRestoresItsImagesAndFreesItsEntries) {
   StoreFiles s(1, 4, 64);
   WriterTable t(s.files, s.geo, s.opts);
   store::StoreFile* f = s.file(0);
-  PutNode(f, 2, 3, 111, 1, 1000);
-  uint8_t before[kSlotBytes];
-  std::memcpy(before, f->slot(2, 3), kSlotBytes);
+  const std::array<uint8_t, kSlotBytes> before = PutNodeAt23(f);
   const os::Owner dead = DeadOwner();
   OpenEntryWithImage(f, 5, dead, 2, 3);
   f->writer(6)->owner = dead.word();             // a closed entry of the same owner
@@ -119,7 +127,7 @@ TEST(WriterTable, RecoveringADeadWriterRestoresItsImagesAndFreesItsEntries) {
   });
   EXPECT_EQ(seen, (std::vector<uint32_t>{5, 6}));
   EXPECT_EQ(t.RecoverDeadWriters(dead), 1u);
-  EXPECT_EQ(std::memcmp(f->slot(2, 3), before, kSlotBytes), 0) << "its saved image is back";
+  EXPECT_EQ(std::memcmp(f->slot(2, 3), before.data(), kSlotBytes), 0) << "its saved image is back";
   for (uint32_t i : {5u, 6u}) {
     EXPECT_EQ(OwnerOf(f->writer(i)), 0u) << i;
     EXPECT_EQ(f->writer(i)->active, 0u) << i;
@@ -136,16 +144,15 @@ TEST(WriterTable, ARecoveryAlsoUndoesAnOpenJournalOfAnotherDeadOwner) {
   StoreFiles s(1, 4, 64);
   WriterTable t(s.files, s.geo, s.opts);
   store::StoreFile* f = s.file(0);
-  PutNode(f, 2, 3, 111, 1, 1000);
-  uint8_t before[kSlotBytes];
-  std::memcpy(before, f->slot(2, 3), kSlotBytes);
+  const std::array<uint8_t, kSlotBytes> before = PutNodeAt23(f);
   const os::Owner first = DeadOwner();
   os::Owner second = first;
   second.start += 1;  // another dead thread: the one that took over and died
   OpenEntryWithImage(f, 5, first, 2, 3);
   std::memset(f->slot(2, 3), 0xAB, kSlotBytes);  // the write the first died in
   EXPECT_EQ(t.RecoverDeadWriters(second), 1u);
-  EXPECT_EQ(std::memcmp(f->slot(2, 3), before, kSlotBytes), 0) << "the first's image is back before anyone writes";
+  EXPECT_EQ(std::memcmp(f->slot(2, 3), before.data(), kSlotBytes), 0)
+      << "the first's image is back before anyone writes";
   EXPECT_EQ(OwnerOf(f->writer(5)), 0u);
   // A live owner's open journal is left alone.
   OpenEntryWithImage(f, 6, os::Self(), 2, 3);
