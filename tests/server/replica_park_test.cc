@@ -76,9 +76,14 @@ struct Taker {
   }
 };
 
-TEST(ReplicaPark, EachBizIsTakenOnceTheMapHasIt) {
+// Each test's file, in a directory of its own.
+class ReplicaPark : public ::testing::Test {
+ protected:
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
+};
+
+TEST_F(ReplicaPark, EachBizIsTakenOnceTheMapHasIt) {
   const std::vector<Change> b = Batch();
   ASSERT_TRUE(Park(path, 3, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
   ASSERT_TRUE(Park(path, 4, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
@@ -119,9 +124,7 @@ TEST(ReplicaPark, EachBizIsTakenOnceTheMapHasIt) {
   EXPECT_EQ(taken->applied, 1u);
 }
 
-TEST(ReplicaPark, ARefusedApplyHoldsBackItsStreamOnlyAndANeverApplyingOneGoes) {
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
+TEST_F(ReplicaPark, ARefusedApplyHoldsBackItsStreamOnlyAndANeverApplyingOneGoes) {
   const std::vector<Change> b = Batch();
   ASSERT_TRUE(Park(path, 3, "s", 1, b, kParkNow).ok());
   ASSERT_TRUE(Park(path, 4, "t", 1, b, kParkNow).ok());
@@ -165,9 +168,7 @@ TEST(ReplicaPark, ARefusedApplyHoldsBackItsStreamOnlyAndANeverApplyingOneGoes) {
   EXPECT_EQ(taken->duplicates, 1u);
 }
 
-TEST(ReplicaPark, ASetAnEraseOrAResetIsNotKept) {
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
+TEST_F(ReplicaPark, ASetAnEraseOrAResetIsNotKept) {
   std::vector<Change> b = Batch();
   b.push_back(Change{Change::Kind::kSet, 3, "user:1", 11u, true, 0, kParkNow * 1000 + 4});
   b.push_back(Change{Change::Kind::kErase, 3, "user:2", 12u, true, 0, kParkNow * 1000 + 5});
@@ -183,9 +184,7 @@ TEST(ReplicaPark, ASetAnEraseOrAResetIsNotKept) {
   EXPECT_EQ(t.seen[0].keys, (std::vector<std::string>{"user:1", std::string("a b\n%", 6)}));
 }
 
-TEST(ReplicaPark, ARecordCutShortByItsWritersDeathLosesNoOther) {
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
+TEST_F(ReplicaPark, ARecordCutShortByItsWritersDeathLosesNoOther) {
   ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow).ok());
   {
     // Cut after a whole line: one of its two.
@@ -229,12 +228,10 @@ TEST(ReplicaPark, ARecordCutShortByItsWritersDeathLosesNoOther) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
-TEST(ReplicaPark, ARecordHoldingAnotherBizsChangeOrASetIsDropped) {
+TEST_F(ReplicaPark, ARecordHoldingAnotherBizsChangeOrASetIsDropped) {
   // Found from outside: a record of biz 3 whose line named biz 1 counted
   // on biz 1's node once biz 3 came, beside biz 1's own uses. Written by
   // hand, as such a record can only be.
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
   ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow).ok());
   {
     std::ofstream f(path, std::ios::app);
@@ -253,9 +250,7 @@ TEST(ReplicaPark, ARecordHoldingAnotherBizsChangeOrASetIsDropped) {
   EXPECT_NE(Problems(*taken).find("no whole record frsd wrote"), std::string::npos) << Problems(*taken);
 }
 
-TEST(ReplicaPark, ARecordADayOldWhoseBizNeverCameIsDropped) {
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
+TEST_F(ReplicaPark, ARecordADayOldWhoseBizNeverCameIsDropped) {
   ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow - kMaxParkedSeconds - 1).ok());
   ASSERT_TRUE(Park(path, 4, "s", 1, Batch(), kParkNow - 10).ok());
   Taker t;
@@ -270,9 +265,7 @@ TEST(ReplicaPark, ARecordADayOldWhoseBizNeverCameIsDropped) {
   EXPECT_EQ(taken->applied, 1u);
 }
 
-TEST(ReplicaPark, TheFileIsBoundedAndAStreamWithASpaceIsRefused) {
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
+TEST_F(ReplicaPark, TheFileIsBoundedAndAStreamWithASpaceIsRefused) {
   EXPECT_EQ(Park(path, 3, "a b", 1, Batch(), kParkNow).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(std::filesystem::file_size(path), 0u);  // made by its lock, nothing written
   ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow).ok());
@@ -283,12 +276,10 @@ TEST(ReplicaPark, TheFileIsBoundedAndAStreamWithASpaceIsRefused) {
   EXPECT_EQ(std::filesystem::file_size(path), kMaxParkedBytes);
 }
 
-TEST(ReplicaPark, ALinkInItsPlaceIsNeverFollowed) {
+TEST_F(ReplicaPark, ALinkInItsPlaceIsNeverFollowed) {
   // Found from outside: a root frsd appended the records (keys its clients
   // chose) to the file a link there led to, and made one for a dangling
   // link.
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
   const std::string victim = dir / "victim", made = dir / "made";
   {
     std::ofstream f(victim);
@@ -322,11 +313,9 @@ TEST(ReplicaPark, ALinkInItsPlaceIsNeverFollowed) {
   EXPECT_EQ(std::filesystem::file_size(victim), 5u);
 }
 
-TEST(ReplicaPark, AnEmptyFileIsNoRecordAndGoesUnsaid) {
+TEST_F(ReplicaPark, AnEmptyFileIsNoRecordAndGoesUnsaid) {
   // Its first writer stopped before the first byte (a full disk): said as
   // damaged at every take, it would never go.
-  frs::testing::TempDir dir;
-  const std::string path = dir / "replica-parked";
   { std::ofstream(path.c_str()); }
   ASSERT_TRUE(std::filesystem::exists(path));
   Taker t;
