@@ -19,6 +19,7 @@
 #include "os/output_file.h"
 #include "os/path_access.h"
 #include "os/sigbus_guard.h"
+#include "os/store_dir.h"
 
 namespace frs::os {
 
@@ -168,11 +169,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
     // advised).
     if (struct stat ls{}; errno == ENOENT && ::lstat(path.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode)) errno = ELOOP;
     if (errno == ENOENT) return Status::NotFound(path + ": no such file");
-    if (errno == ELOOP)
-      return Status::IOError(
-          path +
-          " is a symbolic link: frsd maps only a file of its own there (a store directory "
-          "may be a link; the files in it may not): move the file it names into its place, or remove it");
+    if (errno == ELOOP) return Status::IOError(store_dir::LinkRefusedWords(path));
     if (errno == EACCES || errno == EPERM) return Status::IOError(PermissionWords(path));
     return Status::FromErrno(path, errno);
   }

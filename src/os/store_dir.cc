@@ -82,4 +82,10 @@ std::string DamagedPath(const std::string& path, std::string_view stamp) {
   return path + ".damaged-" + std::string(stamp);
 }
 
+std::string LinkRefusedWords(const std::string& path) {
+  return path +
+         " is a symbolic link: frsd writes only files of its own in its store directory and refuses it (the "
+         "directory may be a link; the files in it may not): move the file it names into its place, or remove it";
+}
+
 }  // namespace frs::os::store_dir

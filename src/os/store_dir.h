@@ -24,4 +24,9 @@ bool IsTempName(std::string_view name);
 // or a pid and a sequence number where several processes may move at once).
 std::string DamagedPath(const std::string& path, std::string_view stamp);
 
+// What is said of a symbolic link found where frsd writes a file of the
+// directory in place (a store file, stats.frs, denials.frs, ...): one text
+// for the start, frsctl and frsd -t, with what to do.
+std::string LinkRefusedWords(const std::string& path);
+
 }  // namespace frs::os::store_dir

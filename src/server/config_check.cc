@@ -26,6 +26,7 @@
 #include "limit/side_files.h"
 #include "os/output_file.h"
 #include "os/path_access.h"
+#include "os/store_dir.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/envoy_map.h"
@@ -118,10 +119,7 @@ std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file) {
     struct stat ls {};
     if (::lstat(path.c_str(), &ls) != 0 || !S_ISLNK(ls.st_mode)) continue;
     *store_file |= i >= side;
-    problems.push_back(path +
-                       " is a symbolic link: frsd writes only files of its own in its store directory and refuses "
-                       "it (the directory may be a link; the files in it may not): move the file it names into its "
-                       "place, or remove it");
+    problems.push_back(frs::os::store_dir::LinkRefusedWords(path));
   }
   return problems;
 }

@@ -11,6 +11,7 @@
 
 #include "frs/store_admin.h"
 #include "os/path_access.h"
+#include "os/store_dir.h"
 #include "store/store_check.h"
 #include "store/store_impl.h"
 
@@ -77,9 +78,7 @@ Status CheckWhole(const StoreOptions& opts, bool making_cut_short, const std::ve
     // was said lost, and frsctl init --recreate-missing advised: found from
     // outside).
     if (struct stat ls{}; !opts.read_only && ::lstat(p.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))
-      return Status::IOError(p +
-                             " is a symbolic link: frsd maps only a file of its own there (a store directory may be "
-                             "a link; the files in it may not): move the file it names into its place, or remove it");
+      return Status::IOError(os::store_dir::LinkRefusedWords(p));
     Result<bool> there = os::PathExists(p);
     if (!there.ok()) return there.status();
     if (there.value() && present++ == 0) first_present = i;
