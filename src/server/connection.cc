@@ -123,7 +123,7 @@ void Connection::ProcessGrpc() {
 
 bool Connection::WantsRead() const {
   if (state_ == State::kLingering) return true;
-  return state_ == State::kOpen && !peer_closed_ && OutputBacklog() < kOutputHighWater;
+  return state_ == State::kOpen && !peer_closed_ && !repl_paused_ && OutputBacklog() < kOutputHighWater;
 }
 
 void Connection::Compact() {
@@ -183,6 +183,7 @@ void Connection::PeerClosed() {
 }
 
 void Connection::Process() {
+  if (repl_paused_) return;
   if (grpc_) {
     ProcessGrpc();
     // Records left undecrypted for want of room: a buffer at a time, all of
@@ -251,26 +252,52 @@ void Connection::NoteReplica(uint64_t noted_before, size_t out_before) {
     if (!repl_held_) {
       repl_held_ = true;
       repl_from_ = out_before;
-      repl_count_ = 0;
+      repl_answers_.clear();
       repl_links_ = 0;
     }
     repl_ticket_ = repl_->noted();
     repl_links_ |= links;
   }
-  if (repl_held_) ++repl_count_;
+  // Where each answer lies, from the held region's start (which TLS moves):
+  // a refusal replaces these and nothing else of the region.
+  if (repl_held_ && !grpc_) repl_answers_.push_back({out_before - repl_from_, out_.size() - repl_from_});
 }
 
-void Connection::RefuseReplica(std::string_view response) {
+namespace {
+
+// Whether an answer of ours says it ends its connection (handler_response.cc
+// writes the header so, and only in its head).
+bool SaysClose(std::string_view answer) {
+  const size_t head = answer.find("\r\n\r\n");
+  return answer.substr(0, head == std::string_view::npos ? answer.size() : head + 2)
+             .find("\r\nConnection: close\r\n") != std::string_view::npos;
+}
+
+}  // namespace
+
+void Connection::RefuseReplica(std::string_view response, std::string_view closing) {
   if (!repl_held_) return;
   repl_held_ = false;
+  repl_paused_ = false;
   if (grpc_) {
     // Its frames cannot be taken back one stream at a time: the client sees
     // the connection fail, as Envoy's failure_mode expects of a lost service.
     state_ = State::kClosed;
     return;
   }
+  // Only the held answers become 503s (each closing its connection where it
+  // did): the rest of the region, a 100 Continue, a framing error's answer
+  // or a time-out's 408 written after them, goes as it was.
+  const std::string held = out_.substr(repl_from_);
   out_.resize(repl_from_);
-  for (uint32_t i = 0; i < repl_count_; ++i) out_.append(response);
+  size_t at = 0;
+  for (const auto& [begin, end] : repl_answers_) {
+    out_.append(held, at, begin - at);
+    out_.append(SaysClose(std::string_view(held).substr(begin, end - begin)) ? closing : response);
+    at = end;
+  }
+  out_.append(held, at);
+  repl_answers_.clear();
 }
 
 void Connection::Consumed(size_t n) {

@@ -41,6 +41,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "frs/key.h"
 #include "os/unique_fd.h"
@@ -119,10 +121,21 @@ class Connection : public DeadlineNode {
   bool HoldsForReplica() const { return repl_held_; }
   uint64_t ReplicaTicket() const { return repl_ticket_; }
   uint64_t ReplicaLinks() const { return repl_links_; }  // the links whose acknowledgement it waits for
-  void ReleaseReplica() { repl_held_ = false; }
-  // on_replica_down="refuse": the held answers become `response` each (a
-  // complete HTTP 503 that keeps the connection); a gRPC connection closes.
-  void RefuseReplica(std::string_view response);
+  void ReleaseReplica() {
+    repl_held_ = false;
+    repl_paused_ = false;
+  }
+  // Its held answers wait on a replicator a <cluster> reload retired: their
+  // tickets are that replicator's, and a request answered now would note
+  // its changes in the new one, which no ticket of this connection can say.
+  // So nothing more is read or answered until ReleaseReplica or
+  // RefuseReplica.
+  void PauseForRetiredReplicator() { repl_paused_ = repl_held_; }
+  // on_replica_down="refuse": each held answer becomes `response` (a
+  // complete HTTP 503 that keeps the connection), or `closing` (the same
+  // with Connection: close) where it closed the connection; the region's
+  // other output stays. A gRPC connection closes.
+  void RefuseReplica(std::string_view response, std::string_view closing);
 
   // --- state for the worker
   bool WantsRead() const;
@@ -237,10 +250,12 @@ class Connection : public DeadlineNode {
   bool grpc_busy_ = false;  // the session has a stream not yet answered, or a frame begun
   Replicator* repl_ = nullptr;
   bool repl_held_ = false;
-  uint64_t repl_links_ = 0;  // Replicator::TakeTouched() of the held answers
+  bool repl_paused_ = false;  // PauseForRetiredReplicator
+  uint64_t repl_links_ = 0;   // Replicator::TakeTouched() of the held answers
   uint64_t repl_ticket_ = 0;
-  size_t repl_from_ = 0;     // out_[repl_from_, ...) is held
-  uint32_t repl_count_ = 0;  // answers held
+  size_t repl_from_ = 0;  // out_[repl_from_, ...) is held
+  // Each answer noted while held: [begin, end) from repl_from_.
+  std::vector<std::pair<size_t, size_t>> repl_answers_;
   std::unique_ptr<TlsStream> tls_;
   std::string tls_out_;  // TLS: records to send
   size_t tls_sent_ = 0;

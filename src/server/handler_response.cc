@@ -256,13 +256,14 @@ void AppendBare503(std::string_view body, std::string_view extra_headers, std::s
 
 }  // namespace
 
-void Handler::AppendReplicaRefused(bool down, std::string* out) {
+void Handler::AppendReplicaRefused(bool down, bool close, std::string* out) {
+  const std::string_view headers = close ? "Connection: close\r\n" : "";
   if (!down) {
     AppendBare503(
         "<response code=\"503\" msg=\"the other holder of this route answered uses of it alone while this shard did "
         "not answer, and this shard judged this request on a copy without them: the use is counted on both; ask "
         "again shortly\"/>\n",
-        "", out);
+        headers, out);
     return;
   }
   // The link may have failed at once (refused, reset) or timed out: the
@@ -271,7 +272,7 @@ void Handler::AppendReplicaRefused(bool down, std::string* out) {
       "<response code=\"503\" msg=\"the other holder of this route did not take the change (its link is down, or it "
       "did not answer within replica_timeout_ms), and &lt;cluster on_replica_down=&quot;refuse&quot;&gt;: the use is "
       "counted here\"/>\n",
-      "", out);
+      headers, out);
 }
 
 void Handler::AppendOverloaded(std::string* out) {

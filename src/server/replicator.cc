@@ -1128,6 +1128,9 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   if (!l.down) l.down_ns = now_ns;
   if (!l.down && retired_) {
     l.down = true;
+    // Answers a <cluster> reload left waiting on this link (a worker's
+    // RetiredWaitTurn) are refused as the live link's would be.
+    if (opts_.refuse && !from_spool_ && !l.queue.empty()) l.refused_through = noted();
     FRS_LOG("replica link to %s is down (%s): %zu change(s) %s %s, tried again every second", l.name.c_str(),
             why.c_str(), l.queue.size(), origin(), from_spool_ ? "wait for it" : "kept for it");
   } else if (!l.down) {

@@ -311,10 +311,20 @@ void Worker::SetUpReplicas(bool reload) {
   std::vector<std::string> down;
   if (repl_) {
     down = repl_->DownLinks();
-    // The old links' tickets mean nothing to new ones: what they held goes
-    // out now (the changes still queued are delivered, below).
+    const size_t queued = repl_->QueuedChanges();
+    // The old links' tickets mean nothing to new ones. With nothing queued
+    // every change they noted is acknowledged, and what they held goes out
+    // now; otherwise it waits on the retired replicator below, which goes on
+    // delivering those changes (released as it did before the reload:
+    // an answer is never given before the other holder has its change).
     for (Connection* held : repl_wait_) {
       if (held == nullptr) continue;
+      if (queued > 0) {
+        held->PauseForRetiredReplicator();
+        repl_flag_[static_cast<size_t>(held->fd())] = kWaitsOnRetired;
+        retired_wait_.push_back(RetiredWait{held, repl_.get()});
+        continue;
+      }
       repl_flag_[static_cast<size_t>(held->fd())] = 0;
       held->ReleaseReplica();
       held->set_replicator(nullptr);
@@ -331,7 +341,6 @@ void Worker::SetUpReplicas(bool reload) {
     // short copy (docs/cluster.md, "Ring changes with replicas"). The old
     // replicator goes on delivering it to the same shards, under the old
     // list's digest, which they accept; frsctl handoff waits for it.
-    const size_t queued = repl_->QueuedChanges();
     if (queued > 0) {
       FRS_LOG(
           "<cluster> changed: the replica links start anew; %zu change(s) queued under the earlier list are "
@@ -477,6 +486,8 @@ void Worker::DrainTurn(int64_t now) {
     }
   }
   PublishRetired();
+  // Before any replicator goes: one with nothing queued releases them all.
+  RetiredWaitTurn(now);
   // A spool delivered whole is done with (before remove_if: the replicators
   // it removes are destroyed on the way).
   bool freed = false;
@@ -534,6 +545,25 @@ void Worker::PublishRetired() {
   }
 }
 
+bool Worker::StillHeld(Connection* c, const Replicator& r) {
+  const uint64_t ticket = c->ReplicaTicket();
+  const uint64_t safe = r.SafeThrough(c->ReplicaLinks());
+  const uint64_t refused = r.RefusedThrough(c->ReplicaLinks());
+  if (ticket > safe && ticket > refused) return true;
+  repl_flag_[static_cast<size_t>(c->fd())] = 0;
+  if (ticket <= refused) {
+    const bool down = r.RefusedForDown(c->ReplicaLinks());
+    std::string answer, closing;
+    Handler::AppendReplicaRefused(down, false, &answer);
+    Handler::AppendReplicaRefused(down, true, &closing);
+    c->RefuseReplica(answer, closing);
+    if (counters_) CounterAdd(counters_->replica.refused);
+  } else {
+    c->ReleaseReplica();
+  }
+  return false;
+}
+
 void Worker::ReplicaTurn(int64_t now) {
   repl_->Pump(now);
   if (repl_wait_.empty()) return;
@@ -541,21 +571,9 @@ void Worker::ReplicaTurn(int64_t now) {
   for (size_t i = 0; i < repl_wait_.size(); ++i) {
     Connection* c = repl_wait_[i];
     if (c == nullptr) continue;
-    const uint64_t ticket = c->ReplicaTicket();
-    const uint64_t safe = repl_->SafeThrough(c->ReplicaLinks());
-    const uint64_t refused = repl_->RefusedThrough(c->ReplicaLinks());
-    if (ticket > safe && ticket > refused) {
+    if (StillHeld(c, *repl_)) {
       repl_wait_[kept++] = c;
       continue;
-    }
-    repl_flag_[static_cast<size_t>(c->fd())] = 0;
-    if (ticket <= refused) {
-      std::string answer;
-      Handler::AppendReplicaRefused(repl_->RefusedForDown(c->ReplicaLinks()), &answer);
-      c->RefuseReplica(answer);
-      if (counters_) CounterAdd(counters_->replica.refused);
-    } else {
-      c->ReleaseReplica();
     }
     // Settle may hold it again (more answers noted): it is appended anew,
     // and this loop, which runs to the list's end, keeps it.
@@ -563,6 +581,22 @@ void Worker::ReplicaTurn(int64_t now) {
     Guarded(c, [&] { Settle(c, now); });
   }
   repl_wait_.resize(kept);
+}
+
+void Worker::RetiredWaitTurn(int64_t now) {
+  if (retired_wait_.empty()) return;
+  // Settle below holds a released connection again only on the live
+  // replicator (repl_wait_), never here: this list only shrinks.
+  std::vector<RetiredWait> waiting;
+  waiting.swap(retired_wait_);
+  for (const RetiredWait& w : waiting) {
+    if (w.c == nullptr) continue;  // closed while it waited
+    if (StillHeld(w.c, *w.r)) {
+      retired_wait_.push_back(w);
+      continue;
+    }
+    Guarded(w.c, [&] { Settle(w.c, now); });
+  }
 }
 
 bool Worker::ReplicasDelivering() const {
@@ -816,7 +850,11 @@ void Worker::Close(Connection* c) {
     std::replace(held_.begin(), held_.end(), c, static_cast<Connection*>(nullptr));
     held_flag_[idx] = 0;
   }
-  if (idx < repl_flag_.size() && repl_flag_[idx]) {
+  if (idx < repl_flag_.size() && repl_flag_[idx] == kWaitsOnRetired) {
+    for (RetiredWait& w : retired_wait_)
+      if (w.c == c) w.c = nullptr;
+    repl_flag_[idx] = 0;
+  } else if (idx < repl_flag_.size() && repl_flag_[idx]) {
     std::replace(repl_wait_.begin(), repl_wait_.end(), c, static_cast<Connection*>(nullptr));
     repl_flag_[idx] = 0;
   }

@@ -99,6 +99,14 @@ class Worker {
   // stop's spool files: each delivers what it holds, then goes. A drain that delivers nothing for kDrainStallNs is
   // logged once as stalled, and once more when it moves again.
   void DrainTurn(int64_t now);
+  // Answers held when a <cluster> reload retired their replicator: released
+  // (or refused) as that replicator's links acknowledge, as ReplicaTurn does
+  // for the live one's; each before its replicator leaves draining_.
+  void RetiredWaitTurn(int64_t now);
+  // Whether c's held answers still wait on r; if not, they are released, or
+  // made 503s (a link they waited on went down under refuse, or they were
+  // judged on a copy behind the other holder's).
+  bool StillHeld(Connection* c, const Replicator& r);
   static constexpr int64_t kDrainStallNs = 5LL * 1000 * 1000 * 1000;
   static constexpr int64_t kMsNs = 1000000;
 
@@ -188,7 +196,13 @@ class Worker {
   bool drain_stalled_ = false;                 // the stall was logged, its end not yet
   std::shared_ptr<const Ring> previous_ring_;  // the list before the last <cluster> change (null: none)
   std::vector<Connection*> repl_wait_;         // connections holding answers for replicas (null: released)
-  std::vector<uint8_t> repl_flag_;             // by fd: in repl_wait_
+  std::vector<uint8_t> repl_flag_;             // by fd: in repl_wait_ (1) or retired_wait_ (kWaitsOnRetired)
+  static constexpr uint8_t kWaitsOnRetired = 2;
+  struct RetiredWait {
+    Connection* c;        // null: closed while it waited
+    const Replicator* r;  // in draining_ until c is released
+  };
+  std::vector<RetiredWait> retired_wait_;
   std::string envoy_bundle_;                   // applied to grpc_
   std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
   AdminEngine* engine_;

@@ -177,6 +177,11 @@ class Relay:
         self.refuse_body = body or b"/replicate: the store has no room\n"
         self.refuse_ = status
 
+    def resume(self):
+        # Forwarding again on the connections a cut held, their bytes kept:
+        # a shard that was slow, not gone (heal() closes them: a failure).
+        self.cut_ = False
+
     def heal(self):
         with self.lock:
             held, self.conns = self.conns, []
@@ -996,6 +1001,92 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.b.metric("frs_replica_link_up"), 0)  # the earlier links' one to A is down
         p.a.start()  # serving once /health says so
         self.assertEqual(p.a.count(k), 3, p.a.log() + p.b.log())
+
+    def held_across_a_list_change(self, mode):
+        """A's answer held for B's acknowledgement while A's <cluster> changes
+        (SIGHUP): its answer and B's count of the key when it came."""
+        extra = 'replica_mode="sync" replica_timeout_ms="8000" on_replica_down="%s"' % mode
+        p = self.pair(extra_a=extra, extra_b='replica_mode="sync"')
+        k = p.keys[6]
+        self.assertEqual(p.a.acquire(k), 200)  # the link is up
+        p.relay.cut()
+        held = {}
+
+        def ask():
+            held["answer"] = p.a.get("/acquire?biz=b&key=" + k, timeout=20)
+            held["b_count"] = p.b.count(k)
+
+        t = threading.Thread(target=ask)
+        t.start()
+        self.assertTrue(processes.wait_for(lambda: p.a.count(k) == 2, 5), p.a.log())  # counted, held
+        p.a.reload_with('replica_timeout_ms="8000"', 'replica_timeout_ms="7000"')
+        self.assertTrue(processes.wait_for(lambda: "still delivered to their shards" in p.a.log(), 5), p.a.log())
+        return p, k, t, held
+
+    def test_an_answer_held_when_a_reload_changes_the_list_waits_for_the_earlier_links_acknowledgement(self):
+        # It went out with the reload, before B had the change.
+        p, k, t, held = self.held_across_a_list_change("serve")
+        p.relay.resume()  # B slow, not gone: the earlier link's batch arrives
+        t.join(20)
+        self.assertEqual(held["answer"][0], 200, held)
+        self.assertEqual(held["b_count"], 2, p.a.log())
+
+    def test_an_answer_held_when_a_reload_changes_the_list_is_refused_if_the_earlier_link_fails(self):
+        p, k, t, held = self.held_across_a_list_change("refuse")
+        p.relay.refuse(500)  # the earlier link's batch answered an error: down, under refuse
+        t.join(20)
+        self.assertEqual(held["answer"][0], 503, held)
+        self.assertEqual(held["b_count"], 1)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 2, 5), p.a.log())  # delivered on the retry
+        self.assertEqual(p.a.get("/acquire?biz=b&key=" + k)[0], 200)  # served again under the new links
+
+    def test_a_refused_held_answer_keeps_the_rest_of_what_was_held_and_its_close(self):
+        # A held region holds more than answers: a 100 Continue written for
+        # the request behind them was dropped with them, and its client waited
+        # for it; and a 503 replacing an answer that closed its connection
+        # did not say so.
+        p = self.pair(
+            extra_a='replica_mode="sync" replica_timeout_ms="8000" on_replica_down="refuse"',
+            extra_b='replica_mode="sync"',
+        )
+        k = p.keys[7]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.relay.cut()
+        get = "GET /acquire?biz=b&key=%s HTTP/1.1\r\nHost: x\r\n" % k
+        body = '<request cmd="query" biz="b" key="%s"/>' % k
+        post = "POST /frs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+        closing = socket.create_connection(("127.0.0.1", p.a.port), timeout=10)
+        closing.sendall((get + "Connection: close\r\n\r\n").encode())
+        continued = socket.create_connection(("127.0.0.1", p.a.port), timeout=10)
+        continued.sendall((get + "\r\n" + post).encode())
+        self.assertTrue(processes.wait_for(lambda: p.a.count(k) == 3, 5), p.a.log())  # both counted, held
+        p.relay.refuse(500)  # the batch answered an error: the link is down, under refuse
+        got = b""
+        while True:
+            data = closing.recv(65536)
+            if not data:
+                break
+            got += data
+        closing.close()
+        self.assertTrue(got.startswith(b"HTTP/1.1 503 "), got)
+        self.assertEqual(got.count(b"HTTP/1.1 "), 1, got)
+        self.assertIn(b"\r\nConnection: close\r\n", got.split(b"\r\n\r\n")[0] + b"\r\n")
+        got = b""
+        while b"100 Continue\r\n\r\n" not in got:
+            data = continued.recv(65536)
+            self.assertTrue(data, got)
+            got += data
+        self.assertTrue(got.startswith(b"HTTP/1.1 503 "), got)
+        self.assertTrue(got.endswith(b"HTTP/1.1 100 Continue\r\n\r\n"), got)
+        continued.sendall(body.encode())
+        got = b""
+        while b"</response>" not in got and b"/>\n" not in got:
+            data = continued.recv(65536)
+            self.assertTrue(data, got)
+            got += data
+        continued.close()
+        self.assertRegex(got, rb"^HTTP/1.1 (200|503) ")
 
     def test_a_self_fixed_by_a_reload_sets_the_links_up_under_it(self):
         # A starts with a self its list spells otherwise (warned of: it owns
