@@ -1,5 +1,6 @@
 #include "os/store_dir.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -86,6 +87,19 @@ std::string LinkRefusedWords(const std::string& path) {
   return path +
          " is a symbolic link: frsd writes only files of its own in its store directory and refuses it (the "
          "directory may be a link; the files in it may not): move the file it names into its place, or remove it";
+}
+
+std::string LinkBelow(const std::string& dir, const std::string& path) {
+  if (dir.empty() || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0 || path[dir.size()] != '/')
+    return "";
+  for (size_t at = dir.size() + 1; at <= path.size(); ++at) {
+    if (at != path.size() && path[at] != '/') continue;
+    const std::string upto = path.substr(0, at);
+    struct stat st {};
+    if (::lstat(upto.c_str(), &st) != 0) return "";  // not made yet: nothing below it is either
+    if (S_ISLNK(st.st_mode)) return upto;
+  }
+  return "";
 }
 
 }  // namespace frs::os::store_dir

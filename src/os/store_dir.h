@@ -29,4 +29,11 @@ std::string DamagedPath(const std::string& path, std::string_view stamp);
 // for the start, frsctl and frsd -t, with what to do.
 std::string LinkRefusedWords(const std::string& path);
 
+// The first directory or file of `path` below `dir` that is a symbolic link
+// ("" when none is, or `path` is not below `dir`): frsd makes, writes and
+// deletes day files only where no link leads below its store directory
+// (a link at stats/, or at a biz's folder, had them made and old ones
+// deleted wherever it pointed). `dir` itself may be a link.
+std::string LinkBelow(const std::string& dir, const std::string& path);
+
 }  // namespace frs::os::store_dir

@@ -1,5 +1,6 @@
 #include "server/config_check.h"
 
+#include <dirent.h>
 #include <pwd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -28,6 +29,7 @@
 #include "os/path_access.h"
 #include "os/store_dir.h"
 #include "os/text_file.h"
+#include "os/unique_dir.h"
 #include "server/allow_list.h"
 #include "server/envoy_map.h"
 #include "server/fd_limit.h"
@@ -121,6 +123,28 @@ std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file) {
     *store_file |= i >= side;
     problems.push_back(frs::os::store_dir::LinkRefusedWords(path));
   }
+  // The statistics' folders: a link at stats/, at a biz's or at a table's
+  // keeps the tables below it from being counted (field_stats.h).
+  // Each entry of `dir` (depth levels down) that is a link is said.
+  const auto look = [&](const auto& self, const std::string& dir, int depth) -> void {
+    const frs::os::UniqueDir d = frs::os::OpenDir(dir.c_str());
+    if (!d) return;
+    while (const dirent* e = ::readdir(d.get())) {
+      const std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string path = dir + "/" + std::string(name);
+      struct stat ls {};
+      if (::lstat(path.c_str(), &ls) != 0) continue;
+      if (S_ISLNK(ls.st_mode))
+        problems.push_back(frs::os::store_dir::LinkRefusedWords(path) + " (its statistics by field are not counted)");
+      else if (S_ISDIR(ls.st_mode) && depth > 1) self(self, path, depth - 1);
+    }
+  };
+  const std::string stats = frs::store_dir::In(cfg.store_dir, frs::store_dir::kFieldStats);
+  struct stat ls {};
+  if (::lstat(stats.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))
+    problems.push_back(frs::os::store_dir::LinkRefusedWords(stats) + " (its statistics by field are not counted)");
+  else look(look, stats, 2);  // stats/<biz>/<table>
   return problems;
 }
 

@@ -51,8 +51,10 @@ void RetiredDays::FreeOld() {
   });
 }
 
-StatsTable::StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report, RetiredDays* retired)
+StatsTable::StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report, RetiredDays* retired,
+                       std::string root)
     : dir_(std::move(dir)),
+      root_(std::move(root)),
       shape_{spec.groups, static_cast<uint32_t>(spec.distinct.size())},
       days_(spec.days),
       report_(std::move(report)),
@@ -61,6 +63,8 @@ StatsTable::StatsTable(std::string dir, const StatsSpec& spec, StatsReporter rep
 StatsTable::~StatsTable() = default;
 
 std::string StatsTable::PathOf(uint32_t day) const { return dir_ + "/" + os::store_dir::DayFileName(DayText(day)); }
+
+std::string StatsTable::LinkOnTheWay() const { return os::store_dir::LinkBelow(root_, dir_); }
 
 void StatsTable::Report(const std::string& what) const {
   if (report_) report_(what);
@@ -128,6 +132,10 @@ GroupTable* StatsTable::OpenDay(uint32_t day, bool say) {
   for (const auto& o : open_)
     if (o->day == day) found = o.get();
   if (found == nullptr) {
+    if (const std::string link = LinkOnTheWay(); !link.empty()) {
+      if (say) Report("statistics by field not counted: " + os::store_dir::LinkRefusedWords(link));
+      return nullptr;
+    }
     std::string aside;
     auto t = GroupTable::Open(PathOf(day), shape_, GroupTable::Mode::kWrite, &aside);
     if (!t.ok()) {
@@ -170,6 +178,10 @@ GroupTable* StatsTable::Recover(uint32_t day, GroupTable* damaged) {
   auto it = std::find_if(open_.begin(), open_.end(), [day](const auto& o) { return o->day == day; });
   if (it == open_.end()) return nullptr;
   if ((*it)->table.get() != damaged) return (*it)->table.get();  // recovered already
+  if (const std::string link = LinkOnTheWay(); !link.empty()) {
+    Report("statistics: " + damaged->path() + " is damaged and " + os::store_dir::LinkRefusedWords(link));
+    return nullptr;
+  }
   std::string aside;
   Result<bool> moved = damaged->MoveAside(&aside);
   if (!moved.ok()) {
@@ -216,6 +228,7 @@ bool StatsTable::RecoverIfDamaged(uint32_t day) {
 }
 
 void StatsTable::DropOldDays(uint32_t today) {
+  if (!LinkOnTheWay().empty()) return;  // deleted nowhere a link leads
   const os::UniqueDir dir = os::OpenDir(dir_.c_str());
   DIR* const d = dir.get();
   if (d == nullptr) return;
@@ -295,6 +308,8 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
   char id[17];
   std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(XXH3_64bits(receipt.data(), receipt.size())));
   const std::string final_path = dir_ + "/" + os::store_dir::ReceivedDayFileName(DayText(day), id);
+  if (const std::string link = LinkOnTheWay(); !link.empty())
+    return Status::IOError(os::store_dir::LinkRefusedWords(link));
   if (::access(final_path.c_str(), F_OK) == 0) {
     *duplicate = true;
     return Status::OK();
@@ -336,7 +351,7 @@ StatsTable* FieldStats::TableFor(uint16_t biz, const KeyShape& cfg, const StatsS
   MutexLock lock(&mu_);
   auto& slot = tables_[{biz, name}];
   if (slot == nullptr) {
-    slot = std::make_unique<StatsTable>(os::store_dir::FieldStatsDir(dir_, biz, name), spec, report_, &retired_);
+    slot = std::make_unique<StatsTable>(os::store_dir::FieldStatsDir(dir_, biz, name), spec, report_, &retired_, dir_);
   } else {
     slot->Reshape(spec);
   }

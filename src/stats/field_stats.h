@@ -76,8 +76,11 @@ class RetiredDays {
 // One table of one biz, across days.
 class StatsTable {
  public:
-  // `retired`: where its replaced day files wait (null: its own).
-  StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report = nullptr, RetiredDays* retired = nullptr);
+  // `retired`: where its replaced day files wait (null: its own). `root`:
+  // the store directory `dir` is under; no day file is made, written or
+  // deleted while a link leads from it to `dir` (os::store_dir::LinkBelow).
+  StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report = nullptr, RetiredDays* retired = nullptr,
+             std::string root = {});
   ~StatsTable();
   // Today's file (opened or made at the first call of a day); null when it
   // cannot be (the error is logged once per day by the caller's counters).
@@ -126,8 +129,11 @@ class StatsTable {
   void Retire(std::unique_ptr<Open> o) FRS_REQUIRES(mu_);
   void Report(const std::string& what) const;
   std::string PathOf(uint32_t day) const;
+  // The link that leads below root_ to dir_ ("" none: see the constructor).
+  std::string LinkOnTheWay() const;
 
   const std::string dir_;
+  const std::string root_;
   Mutex mu_;
   GroupTableShape shape_ FRS_GUARDED_BY(mu_);
   uint32_t days_ FRS_GUARDED_BY(mu_) = 31;

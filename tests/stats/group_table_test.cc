@@ -81,6 +81,46 @@ TEST(GroupTable, ALinkAtADayFilesNameIsNeverWrittenThrough) {
   EXPECT_EQ(std::filesystem::last_write_time(outside), mtime);
 }
 
+TEST(GroupTable, NoDayFileIsMadeOrDeletedWhereALinkBelowTheStoreDirectoryLeads) {
+  // Found from outside: a link at stats/<biz> had the day's file made, and
+  // the days past `days` deleted, in the directory it led to.
+  frs::testing::TempDir dir;
+  std::filesystem::create_directories(dir / "elsewhere/app");
+  std::filesystem::create_directories(dir / "stats");
+  ASSERT_EQ(::symlink((dir / "elsewhere").c_str(), (dir / "stats/1").c_str()), 0);
+  uint32_t today = 0;
+  ASSERT_TRUE(ParseDayText("2026-11-22", &today));
+  // Yesterday's file, kept 7 days; and one of 30 days ago, past them.
+  const std::string yesterday = DayText(today - 1) + ".frs", old = DayText(today - 30) + ".frs";
+  for (const std::string& name : {yesterday, old}) auto t = OpenOrDie(dir / ("elsewhere/app/" + name), {1000, 0});
+  auto files_in = [](const std::string& d) {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(d)) names.insert(e.path().filename());
+    return names;
+  };
+  StatsSpec spec;
+  spec.groups = 1000;
+  spec.days = 7;
+  std::vector<std::string> said;
+  auto report = [&](const std::string& what) { said.push_back(what); };
+  {
+    StatsTable table(dir / "stats/1/app", spec, report, nullptr, dir.path());
+    EXPECT_EQ(table.Day(today), nullptr);
+    ASSERT_EQ(said.size(), 1u);
+    EXPECT_NE(said[0].find(dir / "stats/1 is a symbolic link"), std::string::npos) << said[0];
+    bool duplicate = false;
+    const Status received = table.WriteReceived(today, "receipt", {}, 0, &duplicate);
+    EXPECT_NE(received.message().find("is a symbolic link"), std::string::npos) << received.ToString();
+    EXPECT_EQ(files_in(dir / "elsewhere/app"), (std::set<std::string>{yesterday, old}));
+  }
+  // The same table under a real directory counts, and deletes the old day.
+  ASSERT_EQ(::unlink((dir / "stats/1").c_str()), 0);
+  ASSERT_EQ(::rename((dir / "elsewhere").c_str(), (dir / "stats/1").c_str()), 0);
+  StatsTable table(dir / "stats/1/app", spec, report, nullptr, dir.path());
+  EXPECT_NE(table.Day(today), nullptr);
+  EXPECT_EQ(files_in(dir / "stats/1/app"), (std::set<std::string>{yesterday, "2026-11-22.frs"}));
+}
+
 TEST(GroupTable, CountsAddUpPerGroupAndSurviveAReopen) {
   frs::testing::TempDir dir;
   const std::string path = dir / "stats/1/app+user/2026-11-22.frs";
