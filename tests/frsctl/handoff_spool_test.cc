@@ -84,13 +84,41 @@ TEST(HandoffSpool, ADamagedRecordBeforeTheEndStopsTheRunAndChangesNothing) {
 TEST(HandoffSpool, LinesOfAnOlderFrsctlAreReadAsTheyWere) {
   testing::TempDir d;
   const std::string path = d / "handoff.spool";
-  std::ofstream(path, std::ios::binary) << "N 1 r d {}\nE 1\n";
+  // An older frsctl's run, carried on by this one.
+  std::ofstream(path, std::ios::binary) << "N 1 r d {}\nE 1\n" << HandoffSpool::Record("A 1");
   HandoffSpool s;
   std::vector<SpoolRecord> recs;
   std::string note;
   ASSERT_TRUE(s.Open(path, &recs, &note).ok());
-  EXPECT_EQ(Payloads(recs), (std::vector<std::string>{"N 1 r d {}", "E 1"}));
+  EXPECT_EQ(Payloads(recs), (std::vector<std::string>{"N 1 r d {}", "E 1", "A 1"}));
   EXPECT_FALSE(recs[0].checked);
+  EXPECT_TRUE(recs[2].checked);
+}
+
+TEST(HandoffSpool, ALineWithoutItsChecksumAfterOneWithIsDamage) {
+  // It was read as an older frsctl's line, its payload taken as it stood.
+  testing::TempDir d;
+  const std::string path = d / "handoff.spool";
+  std::string damaged = HandoffSpool::Record("E 1");
+  damaged[damaged.size() - 18] = 'x';  // the space before '#'
+  const std::string text = HandoffSpool::Record("N 1 r d {}") + damaged + HandoffSpool::Record("A 1");
+  std::ofstream(path, std::ios::binary) << text;
+  std::vector<SpoolRecord> recs;
+  std::string note;
+  {
+    HandoffSpool s;
+    const Status st = s.Open(path, &recs, &note);
+    EXPECT_EQ(st.code(), Status::Code::kCorruption);
+    EXPECT_NE(st.message().find(path + ":2: a damaged record (its checksum is gone)"), std::string::npos)
+        << st.message();
+    EXPECT_EQ(ReadFile(path), text);
+  }
+  // At the end it is a torn tail, cut as one.
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << HandoffSpool::Record("N 1 r d {}") << damaged;
+  HandoffSpool again;
+  ASSERT_TRUE(again.Open(path, &recs, &note).ok());
+  EXPECT_EQ(Payloads(recs), (std::vector<std::string>{"N 1 r d {}"}));
+  EXPECT_NE(note.find("cut " + std::to_string(damaged.size()) + " byte(s)"), std::string::npos) << note;
 }
 
 TEST(HandoffSpool, ALinkInItsPlaceIsNeverFollowed) {

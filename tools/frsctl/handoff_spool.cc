@@ -81,6 +81,14 @@ Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* rec
                                   "is back (frsctl get on the shards it names)");
       }
       records->push_back(SpoolRecord{std::string(payload), true});
+    } else if (!records->empty() && records->back().checked) {
+      // An older frsctl's lines come before any of ours, never after: this
+      // is a record whose checksum was damaged.
+      if (last) break;
+      return Status::Corruption(path + ":" + std::to_string(line_no) +
+                                ": a damaged record (its checksum is gone) before the end of the spool: nothing was "
+                                "changed; restore the file, or move it aside once every node it lists is back "
+                                "(frsctl get on the shards it names)");
     } else {
       records->push_back(SpoolRecord{std::string(line), false});  // written by an older frsctl
     }

@@ -9,7 +9,8 @@
 // spliced line as a node with half its JSON, and refused every run after,
 // with the other nodes already erased.) A damaged record that is not the
 // last one is refused, never guessed at. Lines without a checksum, from a
-// spool an older frsctl wrote, are read as before.
+// spool an older frsctl wrote, are read as before, but only ahead of the
+// first line with one: after it, a line without is a damaged record.
 //
 // Reserve() sets the room for the records a step will write aside before
 // the step begins (fallocate beyond the end of the file, which appends then
