@@ -94,9 +94,10 @@ std::string KeynodeGroupWarning(const StoreGeometry& g);
 // the function its reader uses, and what frsd's start does with a damaged
 // one. docs/store.md, "What survives what".
 enum class SideFileAtStart {
-  kRefuse,        // frsd will not start until the operator acts
-  kSetAside,      // frsd moves it aside at start and makes a new one
-  kSetAsideLater  // a day file: moved aside when frsd first writes it
+  kRefuse,         // frsd will not start until the operator acts
+  kSetAside,       // frsd moves it aside at start and makes a new one
+  kSetAsideLater,  // a day file: moved aside when frsd first writes it
+  kGoesWithout     // frsd serves without what it holds (a denials.frs that is a link)
 };
 
 struct SideFileReport {
@@ -104,6 +105,7 @@ struct SideFileReport {
   bool exists = false;
   Status status;  // OK: clean (or absent); else what is wrong
   SideFileAtStart at_start = SideFileAtStart::kSetAside;
+  bool link = false;  // a symbolic link: frsd writes no file of the directory through one
   // What frsd does with the file at start, as one phrase for a report.
   std::string AtStartText() const;
   // Whether frsd's start refuses on it: a file it reads at start that it

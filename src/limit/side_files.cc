@@ -82,12 +82,29 @@ std::vector<SideFileReport> CheckStartFiles(const std::string& dir) {
 
 std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   std::vector<SideFileReport> out = CheckStartFiles(dir);
+  // The checks read, and a read follows a link; frsd, which writes them,
+  // never does (os/store_dir.h): a file that is one is said as such, not
+  // "clean" (found from outside). The start and frsd -t say it their way.
+  // (Those two are written in place; rules.history and lease.key are
+  // replaced whole, by a rename over whatever is there.)
+  for (SideFileReport& r : out) {
+    const bool in_place =
+        r.path == names::In(dir, names::kDailyStats) || r.path == names::In(dir, names::kRecentDenials);
+    struct stat ls {};
+    if (!in_place || ::lstat(r.path.c_str(), &ls) != 0 || !S_ISLNK(ls.st_mode)) continue;
+    r.link = r.exists = true;
+    r.status = Status::IOError(names::LinkRefusedWords(r.path));
+    if (r.path == names::In(dir, names::kRecentDenials)) r.at_start = AtStart::kGoesWithout;
+  }
   std::error_code ec;
-  std::vector<std::string> days;
+  std::vector<std::string> days, links;
   const std::string stats_dir = names::In(dir, names::kFieldStats);
+  if (struct stat ls{}; ::lstat(stats_dir.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode)) links.push_back(stats_dir);
   for (auto it = std::filesystem::recursive_directory_iterator(stats_dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file(ec) && names::KindOfDayFile(it->path().filename().string()) != names::DayFile::kNone)
+    // Folders and day files alike: frsd counts nothing by field below a link.
+    if (it->is_symlink(ec)) links.push_back(it->path().string());
+    else if (it->is_regular_file(ec) && names::KindOfDayFile(it->path().filename().string()) != names::DayFile::kNone)
       days.push_back(it->path().string());
   }
   // A statistics directory (or one below it) that cannot be walked is not
@@ -95,6 +112,13 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   if (ec && ec != std::errc::no_such_file_or_directory)
     out.push_back(Report(stats_dir, AtStart::kSetAsideLater,
                          Status::IOError(stats_dir + ": cannot read the statistics by key field: " + ec.message())));
+  std::sort(links.begin(), links.end());
+  for (std::string& l : links) {
+    Status s = Status::IOError(names::LinkRefusedWords(l));
+    SideFileReport r = Report(std::move(l), AtStart::kSetAsideLater, std::move(s));
+    r.link = true;
+    out.push_back(std::move(r));
+  }
   std::sort(days.begin(), days.end());
   for (std::string& d : days) {
     Status s = stats::CheckDayFile(d);
@@ -177,12 +201,22 @@ bool IsDamage(const Status& s) { return s.code() == Status::Code::kCorruption ||
 }  // namespace
 
 bool SideFileReport::RefusesStart() const {
-  if (status.ok() || at_start == SideFileAtStart::kSetAsideLater) return false;
+  if (status.ok() || at_start == SideFileAtStart::kSetAsideLater || at_start == SideFileAtStart::kGoesWithout)
+    return false;
   return !IsDamage(status) || at_start == SideFileAtStart::kRefuse;
 }
 
 std::string SideFileReport::AtStartText() const {
   if (status.ok()) return exists ? "frsd uses it" : "frsd creates it";
+  if (link) {
+    switch (at_start) {
+      case SideFileAtStart::kGoesWithout:
+        return "frsd serves, but keeps no recent denials (frsctl top --denied) while it is a link";
+      case SideFileAtStart::kSetAsideLater:
+        return "frsd serves, but counts no statistics by key field there while it is a link";
+      default: return "frsd refuses to start while it is a link";
+    }
+  }
   // A file that cannot be read (permission, I/O) is not damage, and moving
   // it aside would not help; for lease.key it would unmake every lease id.
   // Day files (and their directory) are not read at start: their statistics
@@ -204,6 +238,7 @@ std::string SideFileReport::AtStartText() const {
         return "frsd never writes it: GET /stats sums what of it is readable and counts it in lost, at every read; "
                "move it aside (what it held is lost either way) or restore it";
       return "frsd moves it aside when it next counts that day, and starts the day anew";
+    case SideFileAtStart::kGoesWithout: return "frsd serves without it";
   }
   return "";
 }

@@ -258,24 +258,30 @@ void Connection::NoteReplica(uint64_t noted_before, size_t out_before) {
     repl_ticket_ = repl_->noted();
     repl_links_ |= links;
   }
-  // Where each answer lies, from the held region's start (which TLS moves):
-  // a refusal replaces these and nothing else of the region.
-  if (repl_held_ && !grpc_) repl_answers_.push_back({out_before - repl_from_, out_.size() - repl_from_});
+  // Where each answer that changed a count lies, from the held region's
+  // start (which TLS moves): a refusal replaces these and nothing else of
+  // the region (a query's or a health check's answer, which changed
+  // nothing, goes as it was; a HEAD's has no body, which a 503 would add).
+  if (repl_held_ && !grpc_ && repl_->noted() != noted_before)
+    repl_answers_.push_back({out_before - repl_from_, out_.size() - repl_from_});
 }
 
 namespace {
 
-// Whether an answer of ours says it ends its connection (handler_response.cc
-// writes the header so, and only in its head).
-bool SaysClose(std::string_view answer) {
+// The Connection header line of an answer of ours ("" when it has none):
+// handler_response.cc writes "close", or "keep-alive" to an HTTP/1.0 client.
+std::string_view ConnectionLine(std::string_view answer) {
   const size_t head = answer.find("\r\n\r\n");
-  return answer.substr(0, head == std::string_view::npos ? answer.size() : head + 2)
-             .find("\r\nConnection: close\r\n") != std::string_view::npos;
+  const std::string_view h = answer.substr(0, head == std::string_view::npos ? answer.size() : head + 2);
+  for (std::string_view line :
+       {std::string_view("\r\nConnection: close\r\n"), std::string_view("\r\nConnection: keep-alive\r\n")})
+    if (h.find(line) != std::string_view::npos) return line.substr(2);
+  return {};
 }
 
 }  // namespace
 
-void Connection::RefuseReplica(std::string_view response, std::string_view closing) {
+void Connection::RefuseReplica(std::string_view response) {
   if (!repl_held_) return;
   repl_held_ = false;
   repl_paused_ = false;
@@ -285,15 +291,24 @@ void Connection::RefuseReplica(std::string_view response, std::string_view closi
     state_ = State::kClosed;
     return;
   }
-  // Only the held answers become 503s (each closing its connection where it
-  // did): the rest of the region, a 100 Continue, a framing error's answer
-  // or a time-out's 408 written after them, goes as it was.
+  // Only the answers that changed a count become 503s, each with the
+  // Connection header it had (a close, or an HTTP/1.0 keep-alive): the rest
+  // of the region, a 100 Continue, a framing error's answer or a time-out's
+  // 408 among them, goes as it was.
   const std::string held = out_.substr(repl_from_);
   out_.resize(repl_from_);
+  const size_t head = response.find("\r\n\r\n");
   size_t at = 0;
   for (const auto& [begin, end] : repl_answers_) {
     out_.append(held, at, begin - at);
-    out_.append(SaysClose(std::string_view(held).substr(begin, end - begin)) ? closing : response);
+    const std::string_view line = ConnectionLine(std::string_view(held).substr(begin, end - begin));
+    if (line.empty() || head == std::string_view::npos) {
+      out_.append(response);
+    } else {
+      out_.append(response.substr(0, head + 2));
+      out_.append(line);
+      out_.append(response.substr(head + 2));
+    }
     at = end;
   }
   out_.append(held, at);

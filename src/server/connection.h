@@ -131,11 +131,11 @@ class Connection : public DeadlineNode {
   // So nothing more is read or answered until ReleaseReplica or
   // RefuseReplica.
   void PauseForRetiredReplicator() { repl_paused_ = repl_held_; }
-  // on_replica_down="refuse": each held answer becomes `response` (a
-  // complete HTTP 503 that keeps the connection), or `closing` (the same
-  // with Connection: close) where it closed the connection; the region's
-  // other output stays. A gRPC connection closes.
-  void RefuseReplica(std::string_view response, std::string_view closing);
+  // on_replica_down="refuse": each held answer that changed a count becomes
+  // `response` (a complete HTTP 503 without a Connection header), given the
+  // Connection header that answer had; the region's other output stays. A
+  // gRPC connection closes.
+  void RefuseReplica(std::string_view response);
 
   // --- state for the worker
   bool WantsRead() const;
@@ -177,7 +177,7 @@ class Connection : public DeadlineNode {
   // do nothing (a lingering connection; answers past the mark held for a
   // replica, which no write event releases).
   bool HasBacklog() const {
-    return state_ == State::kOpen && OutputBacklog() < kOutputHighWater &&
+    return state_ == State::kOpen && !repl_paused_ && OutputBacklog() < kOutputHighWater &&
            ((grpc_ && grpc_->HasBacklog()) || (tls_ && tls_->HasPendingInput()) ||
             (!grpc_ && peer_closed_ && req_ < end_));
   }
@@ -254,7 +254,7 @@ class Connection : public DeadlineNode {
   uint64_t repl_links_ = 0;   // Replicator::TakeTouched() of the held answers
   uint64_t repl_ticket_ = 0;
   size_t repl_from_ = 0;  // out_[repl_from_, ...) is held
-  // Each answer noted while held: [begin, end) from repl_from_.
+  // Each held answer that changed a count: [begin, end) from repl_from_.
   std::vector<std::pair<size_t, size_t>> repl_answers_;
   std::unique_ptr<TlsStream> tls_;
   std::string tls_out_;  // TLS: records to send

@@ -114,9 +114,9 @@ class Handler {
   // The 503 of a use whose change the route's other holder did not take
   // (<cluster on_replica_down="refuse">): the use is counted here.
   // `down`: a link down under on_replica_down="refuse"; else the other
-  // holder's alone uses this answer was judged without. `close`: it says
-  // Connection: close (the answer it replaces did).
-  static void AppendReplicaRefused(bool down, bool close, std::string* out);
+  // holder's alone uses this answer was judged without. No Connection
+  // header: the connection adds the one of the answer it replaces.
+  static void AppendReplicaRefused(bool down, std::string* out);
 
   void set_shutting_down(bool v) { shutting_down_ = v; }
   // Why the server should be taken out of rotation (/health, /healthcheck,

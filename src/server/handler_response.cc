@@ -256,8 +256,8 @@ void AppendBare503(std::string_view body, std::string_view extra_headers, std::s
 
 }  // namespace
 
-void Handler::AppendReplicaRefused(bool down, bool close, std::string* out) {
-  const std::string_view headers = close ? "Connection: close\r\n" : "";
+void Handler::AppendReplicaRefused(bool down, std::string* out) {
+  const std::string_view headers = "";
   if (!down) {
     AppendBare503(
         "<response code=\"503\" msg=\"the other holder of this route answered uses of it alone while this shard did "

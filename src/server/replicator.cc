@@ -211,6 +211,25 @@ void Replicator::NoteAloneApplied(int64_t now_ns) {
   }
 }
 
+void Replicator::NoteAloneAppliedRetired(const std::vector<std::string>& shards) {
+  if (opts_.shared == nullptr || !retired_ || from_spool_) return;
+  for (Link& l : links_) {
+    const auto at = std::find(shards.begin(), shards.end(), l.name);
+    const long now_as = at == shards.end() ? -1 : static_cast<long>(at - shards.begin());
+    if (now_as < 0 || static_cast<size_t>(now_as) >= kMaxReplicaPeers) continue;
+    uint8_t lacking = 0;
+    for (int side = 0; side < 2; ++side) {
+      const uint64_t v =
+          std::atomic_ref<uint64_t>(opts_.shared->alone_applied[now_as][side]).load(std::memory_order_acquire);
+      if (v != l.alone_applied_seen[side] && l.alone_seen_as == now_as) lacking |= side == 0 ? kOwnRoutes : kPeerRoutes;
+      l.alone_applied_seen[side] = v;
+    }
+    l.alone_seen_as = now_as;
+    if (lacking != 0 && !l.queue.empty() && On(l.queue.front(), l.queue.back(), lacking) != 0)
+      l.refused_through = noted();
+  }
+}
+
 bool Replicator::IsBehind(long peer, bool as_successor) const {
   if (peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
   const long li = link_of_shard_[static_cast<size_t>(peer)];
@@ -467,6 +486,9 @@ void Replicator::Retire() {
   counters_ = nullptr;
   retired_ = true;
   touched_ = 0;
+  // What NoteAloneApplied saw last goes on being compared, where the list
+  // running now numbers that shard as the earlier one did.
+  for (Link& l : links_) l.alone_seen_as = l.shard;
   // A retired link asks nothing of an idle shard (IdleProbeDue): a probe in
   // flight is dropped, not taken for a failure of a link with nothing to do.
   for (Link& l : links_)
@@ -611,9 +633,10 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   Sign(l, "POST", target, body);
   // Changes answered alone (the link was down, serve): the receiver's
   // answers held meanwhile were judged without them (NoteAloneApplied).
-  // A spool's or a retired link's: which were answered alone is not kept,
-  // so all are taken for it.
-  if (!opts_.refuse && l.inflight > 0 && (from_spool_ || retired_ || l.queue.front().id <= l.down_through))
+  // A spool's: which were answered alone is not kept, so all are taken for
+  // it. A retired link's are known as a live one's (its answers held at
+  // the reload wait for it; down_through says what went out alone).
+  if (!opts_.refuse && l.inflight > 0 && (from_spool_ || l.queue.front().id <= l.down_through))
     l.out += "\r\nFRS-Replica-Alone: 1";
   l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   l.out += body;

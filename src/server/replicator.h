@@ -198,6 +198,11 @@ class Replicator final : public ChangeSink {
   // shard told another it is behind (ReplicaShared::told_behind), a down
   // link to it is tried again now: it answers, and waits for these uses.
   void NoteAloneApplied(int64_t now_ns);
+  // The same for a replicator a reload retired while answers wait on it
+  // (Worker::RetiredWaitTurn): its links are found by name in the list
+  // running now (`shards`, the ring's), whose numbering the counters
+  // follow; a link's first look under a numbering only takes the counts.
+  void NoteAloneAppliedRetired(const std::vector<std::string>& shards);
   const ReplicaOptions& options() const { return opts_; }
   // A reload's admin token: the links' next requests carry it (the other
   // shards check the token they run, and refuse the old one once reloaded).
@@ -382,6 +387,7 @@ class Replicator final : public ChangeSink {
     int64_t behind_since_ms = 0;
     int64_t behind_fail_ns = 0;               // behind, it has failed since then (0: it answered last)
     uint64_t alone_applied_seen[2] = {0, 0};  // ReplicaShared::alone_applied[shard] at the last look
+    long alone_seen_as = -2;                  // retired: the number of its last look (NoteAloneAppliedRetired)
     uint64_t told_behind_seen = 0;            // ReplicaShared::told_behind[shard] at the last look
     uint64_t learnt_behind_seen = 0;          // ReplicaShared::learnt_behind[shard] at the last look
     // Held answers waiting on this link with a ticket up to this are

@@ -552,11 +552,9 @@ bool Worker::StillHeld(Connection* c, const Replicator& r) {
   if (ticket > safe && ticket > refused) return true;
   repl_flag_[static_cast<size_t>(c->fd())] = 0;
   if (ticket <= refused) {
-    const bool down = r.RefusedForDown(c->ReplicaLinks());
-    std::string answer, closing;
-    Handler::AppendReplicaRefused(down, false, &answer);
-    Handler::AppendReplicaRefused(down, true, &closing);
-    c->RefuseReplica(answer, closing);
+    std::string answer;
+    Handler::AppendReplicaRefused(r.RefusedForDown(c->ReplicaLinks()), &answer);
+    c->RefuseReplica(answer);
     if (counters_) CounterAdd(counters_->replica.refused);
   } else {
     c->ReleaseReplica();
@@ -585,6 +583,13 @@ void Worker::ReplicaTurn(int64_t now) {
 
 void Worker::RetiredWaitTurn(int64_t now) {
   if (retired_wait_.empty()) return;
+  // The other holders' alone uses applied here since: the answers waiting
+  // on the earlier links were judged without them too (NoteAloneApplied).
+  if (const auto& ring = handler_.options().cluster.ring) {
+    std::vector<std::string> names;
+    for (const auto& shard : ring->shards()) names.push_back(shard.name);
+    for (const auto& d : draining_) d->NoteAloneAppliedRetired(names);
+  }
   // Settle below holds a released connection again only on the live
   // replicator (repl_wait_), never here: this list only shrinks.
   std::vector<RetiredWait> waiting;

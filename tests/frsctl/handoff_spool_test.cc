@@ -113,6 +113,18 @@ TEST(HandoffSpool, ALineWithoutItsChecksumAfterOneWithIsDamage) {
         << st.message();
     EXPECT_EQ(ReadFile(path), text);
   }
+  // The first record so damaged, before any whole one: it ends as ours
+  // but for that byte, which no older frsctl's line does.
+  std::string first = HandoffSpool::Record("N 1 r d {}");
+  first[first.size() - 5] = 'z';
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << first << HandoffSpool::Record("E 1");
+  {
+    HandoffSpool s;
+    const Status st = s.Open(path, &recs, &note);
+    EXPECT_EQ(st.code(), Status::Code::kCorruption);
+    EXPECT_NE(st.message().find(path + ":1: a damaged record (its checksum is gone)"), std::string::npos)
+        << st.message();
+  }
   // At the end it is a torn tail, cut as one.
   std::ofstream(path, std::ios::binary | std::ios::trunc) << HandoffSpool::Record("N 1 r d {}") << damaged;
   HandoffSpool again;

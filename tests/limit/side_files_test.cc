@@ -58,6 +58,41 @@ TEST(SideFiles, CleanFilesAreCleanAndMissingOnesAreCreatedByFrsd) {
   EXPECT_TRUE(said->empty());
 }
 
+// A link where frsd writes in place: the checks read through it and said
+// "clean: frsd uses it" of a denials.frs frsd refuses (found from outside).
+// What each is, and what frsd does: serves without the denials, refuses to
+// start on stats.frs, counts nothing by field below a link; a link at
+// rules.history or lease.key, replaced whole by a rename, is read as theirs.
+TEST(SideFiles, ALinkWhereFrsdWritesInPlaceIsSaidAsOne) {
+  frs::testing::TempDir d, other;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  MakeFiles(other.path());
+  ASSERT_TRUE(LoadLeaseSecret(other.path(), /*create=*/true).ok());
+  for (const char* name : {"stats.frs", "denials.frs", "rules.history", "lease.key"}) {
+    std::filesystem::remove(dir + "/" + name);
+    std::filesystem::create_symlink(other / name, dir + "/" + name);
+  }
+  std::filesystem::create_directories(dir + "/stats");
+  std::filesystem::create_directory_symlink(other.path(), dir + "/stats/7");
+  const auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 5u);
+  for (size_t i : {0, 1}) {
+    EXPECT_TRUE(reports[i].link) << reports[i].path;
+    EXPECT_NE(reports[i].status.message().find(reports[i].path + " is a symbolic link"), std::string::npos);
+  }
+  EXPECT_TRUE(reports[0].RefusesStart());
+  EXPECT_EQ(reports[0].AtStartText(), "frsd refuses to start while it is a link");
+  EXPECT_FALSE(reports[1].RefusesStart());
+  EXPECT_EQ(reports[1].AtStartText(),
+            "frsd serves, but keeps no recent denials (frsctl top --denied) while it is a link");
+  for (size_t i : {2, 3}) EXPECT_TRUE(reports[i].status.ok() && !reports[i].link) << reports[i].path;
+  EXPECT_EQ(reports[4].path, dir + "/stats/7");
+  EXPECT_TRUE(reports[4].link);
+  EXPECT_FALSE(reports[4].RefusesStart());
+  EXPECT_EQ(reports[4].AtStartText(), "frsd serves, but counts no statistics by key field there while it is a link");
+}
+
 // A store directory this user may not search hides whether its files are
 // there: verify called them "absent: frsd creates it". They are unreadable,
 // with the directory's owner and mode. (A child as nobody: root searches

@@ -41,6 +41,7 @@ void ListHuman(const char* title, const std::vector<std::string>& v) {
 std::string StateWord(const SideFileReport& f, const char* more) {
   if (!f.exists) return "absent";
   if (f.status.ok()) return "clean";
+  if (f.link) return std::string("a symbolic link") + more;
   const bool damage = f.status.code() == Status::Code::kCorruption || f.status.code() == Status::Code::kMismatch;
   return std::string(damage ? "damaged" : "unreadable") + more;
 }
@@ -268,7 +269,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   const std::string stats_dir = frs::store_dir::In(s.cfg.store_dir, frs::store_dir::kFieldStats);
   std::printf("files:\n");
   for (const SideFileReport& f : side) {
-    const bool day = f.at_start == SideFileAtStart::kSetAsideLater && f.path != stats_dir;
+    const bool day = f.at_start == SideFileAtStart::kSetAsideLater && f.path != stats_dir && !f.link;
     days += day;
     days_damaged += day && !f.status.ok();
     if (day && f.status.ok()) continue;

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -41,6 +42,21 @@ std::string HandoffSpool::Record(std::string_view payload) {
   r += '\n';
   return r;
 }
+
+namespace {
+
+// A line that ends as a record of ours, " #" and 16 hex digits, but for one
+// byte of those 18 (the first of our records damaged there came before any
+// whole one, and was read as an older frsctl's line).
+bool LooksChecksummed(std::string_view line) {
+  if (line.size() < HandoffSpool::kSuffixBytes - 1) return false;
+  const std::string_view tail = line.substr(line.size() - (HandoffSpool::kSuffixBytes - 1));
+  int wrong = (tail[0] != ' ') + (tail[1] != '#');
+  for (char c : tail.substr(2)) wrong += !std::isxdigit(static_cast<unsigned char>(c));
+  return wrong <= 1;
+}
+
+}  // namespace
 
 Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* records, std::string* note) {
   path_ = path;
@@ -81,9 +97,10 @@ Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* rec
                                   "is back (frsctl get on the shards it names)");
       }
       records->push_back(SpoolRecord{std::string(payload), true});
-    } else if (!records->empty() && records->back().checked) {
-      // An older frsctl's lines come before any of ours, never after: this
-      // is a record whose checksum was damaged.
+    } else if ((!records->empty() && records->back().checked) || LooksChecksummed(line)) {
+      // An older frsctl's lines come before any of ours, never after, and
+      // never end as ours do but for one byte: this is a record whose
+      // checksum was damaged.
       if (last) break;
       return Status::Corruption(path + ":" + std::to_string(line_no) +
                                 ": a damaged record (its checksum is gone) before the end of the spool: nothing was "
