@@ -100,7 +100,9 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   std::vector<std::string> days, links;
   const std::string stats_dir = names::In(dir, names::kFieldStats);
   if (struct stat ls{}; ::lstat(stats_dir.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode)) links.push_back(stats_dir);
-  for (auto it = std::filesystem::recursive_directory_iterator(stats_dir, ec);
+  // (A link at stats/ itself is not walked through: links is not empty.)
+  for (auto it = links.empty() ? std::filesystem::recursive_directory_iterator(stats_dir, ec)
+                               : std::filesystem::recursive_directory_iterator();
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     // Folders and day files alike: frsd counts nothing by field below a link.
     if (it->is_symlink(ec)) links.push_back(it->path().string());

@@ -86,7 +86,8 @@ std::string DamagedPath(const std::string& path, std::string_view stamp) {
 std::string LinkRefusedWords(const std::string& path) {
   return path +
          " is a symbolic link: frsd writes only files of its own in its store directory and refuses it (the "
-         "directory may be a link; the files in it may not): move the file it names into its place, or remove it";
+         "directory may be a link; the files and folders in it may not): move what it names into its place, or remove "
+         "it";
 }
 
 std::string LinkBelow(const std::string& dir, const std::string& path) {

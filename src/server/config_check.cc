@@ -107,7 +107,10 @@ std::vector<std::string> NewStoreProblems(const SrvConfig& cfg) {
 // store file "missing, its counts lost" (found from outside: an init
 // container passed a server that then failed). *store_file: one of them
 // is a store file (what the store's own check would say of it is wrong).
-std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file) {
+// *warnings: a link at a folder of the statistics by key field, below which
+// frsd counts nothing but serves (a warning, as an unreadable day file is:
+// a refusal here would stop every reload that runs frsd -t first).
+std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file, std::vector<std::string>* warnings) {
   std::vector<std::string> problems;
   std::vector<std::string> names = {std::string(frs::store_dir::kDailyStats),
                                     std::string(frs::store_dir::kRecentDenials), std::string(frs::store_dir::kLeaseKey),
@@ -136,14 +139,14 @@ std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file) {
       struct stat ls {};
       if (::lstat(path.c_str(), &ls) != 0) continue;
       if (S_ISLNK(ls.st_mode))
-        problems.push_back(frs::os::store_dir::LinkRefusedWords(path) + " (its statistics by field are not counted)");
+        warnings->push_back(frs::os::store_dir::LinkRefusedWords(path) + " (its statistics by field are not counted)");
       else if (S_ISDIR(ls.st_mode) && depth > 1) self(self, path, depth - 1);
     }
   };
   const std::string stats = frs::store_dir::In(cfg.store_dir, frs::store_dir::kFieldStats);
   struct stat ls {};
   if (::lstat(stats.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))
-    problems.push_back(frs::os::store_dir::LinkRefusedWords(stats) + " (its statistics by field are not counted)");
+    warnings->push_back(frs::os::store_dir::LinkRefusedWords(stats) + " (its statistics by field are not counted)");
   else look(look, stats, 2);  // stats/<biz>/<table>
   return problems;
 }
@@ -454,7 +457,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   std::string store_words;
   if (Status grow = CheckNoInterruptedGrow(cfg->store_dir); !grow.ok()) problems.push_back(grow.message());
   bool store_file_link = false;
-  for (std::string& p : LinkProblems(*cfg, &store_file_link)) problems.push_back(std::move(p));
+  std::vector<std::string> link_warnings;
+  for (std::string& p : LinkProblems(*cfg, &store_file_link, &link_warnings)) problems.push_back(std::move(p));
   Result<store::StoreCheck> sc = store_file_link ? Result<store::StoreCheck>(Status::InvalidArgument(""))
                                                  : store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
   if (sc.ok()) store_words = StoreWords(cfg->store_dir, sc.value());
@@ -469,6 +473,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   if (!order_warning.empty()) side_warnings.push_back(std::move(order_warning));
   if (!cfg->grpc && map.ok()) ends_warnings = EndsWarnings(*cfg, running, map.value(), /*with_envoy=*/false);
   for (std::string& w : ends_warnings) side_warnings.push_back(std::move(w));
+  for (std::string& w : link_warnings) side_warnings.push_back(std::move(w));
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = RootOnAnotherUsersStore(*cfg); !w.empty())
     side_warnings.push_back("a start as root refuses: " + w);

@@ -17,8 +17,12 @@ Result<std::vector<StatsDayFile>> ListDayFiles(const std::string& dir) {
   const fs::path root = os::store_dir::In(dir, os::store_dir::kFieldStats);
   std::vector<StatsDayFile> out;
   std::error_code ec;
-  if (!fs::exists(root, ec)) return out;
+  // Nothing through a link (os/store_dir.h): frsd counts nothing below one,
+  // and a handoff that sent and then deleted what it leads to took files
+  // that are not this store's (found from outside).
+  if (!fs::exists(root, ec) || fs::is_symlink(root, ec)) return out;
   for (const auto& biz_dir : fs::directory_iterator(root, ec)) {
+    if (biz_dir.is_symlink(ec)) continue;
     uint32_t biz_id = 0;
     try {
       biz_id = static_cast<uint32_t>(std::stoul(biz_dir.path().filename().string()));
@@ -27,6 +31,7 @@ Result<std::vector<StatsDayFile>> ListDayFiles(const std::string& dir) {
     }
     if (biz_id > UINT16_MAX) continue;
     for (const auto& table_dir : fs::directory_iterator(biz_dir.path(), ec)) {
+      if (table_dir.is_symlink(ec)) continue;
       const std::string table = table_dir.path().filename().string();
       const size_t plus = table.find('+');
       StatsDayFile f;
@@ -41,6 +46,7 @@ Result<std::vector<StatsDayFile>> ListDayFiles(const std::string& dir) {
         start = comma;
       }
       for (const auto& file : fs::directory_iterator(table_dir.path(), ec)) {
+        if (file.is_symlink(ec)) continue;
         const std::string name = file.path().filename().string();
         // A day's own file, or one this shard received from another.
         if (os::store_dir::KindOfDayFile(name) == os::store_dir::DayFile::kNone ||

@@ -272,6 +272,9 @@ void StatsTable::DropOldDays(uint32_t today) {
 
 Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint32_t day, uint64_t* damaged) {
   std::vector<std::shared_ptr<const GroupTable>> out;
+  // Not this store's counts: frsd counted nothing there (OpenDay).
+  if (const std::string link = LinkOnTheWay(); !link.empty())
+    return Status::IOError(os::store_dir::LinkRefusedWords(link) + " (its statistics by field are not counted)");
   GroupTableShape shape;
   {
     MutexLock lock(&mu_);

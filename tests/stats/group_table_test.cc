@@ -22,6 +22,7 @@
 
 #include "common/small_disk.h"
 #include "common/temp_dir.h"
+#include "stats/day_files.h"
 #include "stats/field_stats.h"
 
 namespace frs::stats {
@@ -112,6 +113,13 @@ TEST(GroupTable, NoDayFileIsMadeOrDeletedWhereALinkBelowTheStoreDirectoryLeads) 
     const Status received = table.WriteReceived(today, "receipt", {}, 0, &duplicate);
     EXPECT_NE(received.message().find("is a symbolic link"), std::string::npos) << received.ToString();
     EXPECT_EQ(files_in(dir / "elsewhere/app"), (std::set<std::string>{yesterday, old}));
+    // Nor read there: they are not this store's counts.
+    uint64_t damaged = 0;
+    auto read = table.ReadDay(today - 1, &damaged);
+    ASSERT_FALSE(read.ok());
+    EXPECT_NE(read.status().message().find("is a symbolic link"), std::string::npos) << read.status().ToString();
+    // Nor listed for a handoff, which sends and then deletes what it lists.
+    EXPECT_TRUE(ListDayFiles(dir.path()).value().empty());
   }
   // The same table under a real directory counts, and deletes the old day.
   ASSERT_EQ(::unlink((dir / "stats/1").c_str()), 0);
@@ -119,6 +127,16 @@ TEST(GroupTable, NoDayFileIsMadeOrDeletedWhereALinkBelowTheStoreDirectoryLeads) 
   StatsTable table(dir / "stats/1/app", spec, report, nullptr, dir.path());
   EXPECT_NE(table.Day(today), nullptr);
   EXPECT_EQ(files_in(dir / "stats/1/app"), (std::set<std::string>{yesterday, "2026-11-22.frs"}));
+  // A link at a table's folder or at a day file's name is not listed; the
+  // real files are.
+  std::filesystem::create_directories(dir / "other");
+  ASSERT_EQ(::symlink((dir / "other").c_str(), (dir / "stats/1/user").c_str()), 0);
+  ASSERT_EQ(::symlink((dir / ("stats/1/app/" + yesterday)).c_str(), (dir / "stats/1/app/2026-11-20.frs").c_str()), 0);
+  std::set<std::string> listed;
+  const auto files = ListDayFiles(dir.path());
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  for (const StatsDayFile& f : files.value()) listed.insert(f.path);
+  EXPECT_EQ(listed, (std::set<std::string>{dir / ("stats/1/app/" + yesterday), dir / "stats/1/app/2026-11-22.frs"}));
 }
 
 TEST(GroupTable, CountsAddUpPerGroupAndSurviveAReopen) {
