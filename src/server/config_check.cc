@@ -107,9 +107,10 @@ std::vector<std::string> NewStoreProblems(const SrvConfig& cfg) {
 // store file "missing, its counts lost" (found from outside: an init
 // container passed a server that then failed). *store_file: one of them
 // is a store file (what the store's own check would say of it is wrong).
-// *warnings: a link at a folder of the statistics by key field, below which
-// frsd counts nothing but serves (a warning, as an unreadable day file is:
-// a refusal here would stop every reload that runs frsd -t first).
+// *warnings: a link at denials.frs or replica-parked, or at a folder or day
+// file of the statistics by key field, without which frsd serves (a
+// warning, as an unreadable day file is: a refusal here would stop every
+// reload that runs frsd -t first).
 std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file, std::vector<std::string>* warnings) {
   std::vector<std::string> problems;
   std::vector<std::string> names = {std::string(frs::store_dir::kDailyStats),
@@ -124,10 +125,15 @@ std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file, st
     struct stat ls {};
     if (::lstat(path.c_str(), &ls) != 0 || !S_ISLNK(ls.st_mode)) continue;
     *store_file |= i >= side;
-    problems.push_back(frs::os::store_dir::LinkRefusedWords(path));
+    // frsd serves without these two (no recent denials; changes of a biz
+    // its map lacks not kept aside): a warning, as for the statistics.
+    if (names[i] == frs::store_dir::kRecentDenials || names[i] == frs::store_dir::kReplicaParked)
+      warnings->push_back(frs::os::store_dir::LinkRefusedWords(path) + " (frsd serves without it)");
+    else problems.push_back(frs::os::store_dir::LinkRefusedWords(path));
   }
-  // The statistics' folders: a link at stats/, at a biz's or at a table's
-  // keeps the tables below it from being counted (field_stats.h).
+  // The statistics' folders and day files: a link at stats/, at a biz's or
+  // a table's folder, or at a day file, keeps what is below it from being
+  // counted and read (field_stats.h).
   // Each entry of `dir` (depth levels down) that is a link is said.
   const auto look = [&](const auto& self, const std::string& dir, int depth) -> void {
     const frs::os::UniqueDir d = frs::os::OpenDir(dir.c_str());
@@ -147,7 +153,7 @@ std::vector<std::string> LinkProblems(const SrvConfig& cfg, bool* store_file, st
   struct stat ls {};
   if (::lstat(stats.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))
     warnings->push_back(frs::os::store_dir::LinkRefusedWords(stats) + " (its statistics by field are not counted)");
-  else look(look, stats, 2);  // stats/<biz>/<table>
+  else look(look, stats, 3);  // stats/<biz>/<table>/<day file>
   return problems;
 }
 

@@ -221,7 +221,10 @@ void Replicator::NoteAloneAppliedRetired(const std::vector<std::string>& shards)
     for (int side = 0; side < 2; ++side) {
       const uint64_t v =
           std::atomic_ref<uint64_t>(opts_.shared->alone_applied[now_as][side]).load(std::memory_order_acquire);
-      if (v != l.alone_applied_seen[side] && l.alone_seen_as == now_as) lacking |= side == 0 ? kOwnRoutes : kPeerRoutes;
+      // Either side: the counters' sides are of the list running now, the
+      // queue's stamps of the earlier one, and a route's side may differ
+      // between them (the receiver takes an earlier list's batch so too).
+      if (v != l.alone_applied_seen[side] && l.alone_seen_as == now_as) lacking = kOwnRoutes | kPeerRoutes;
       l.alone_applied_seen[side] = v;
     }
     l.alone_seen_as = now_as;
@@ -635,8 +638,11 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   // answers held meanwhile were judged without them (NoteAloneApplied).
   // A spool's: which were answered alone is not kept, so all are taken for
   // it. A retired link's are known as a live one's (its answers held at
-  // the reload wait for it; down_through says what went out alone).
-  if (!opts_.refuse && l.inflight > 0 && (from_spool_ || l.queue.front().id <= l.down_through))
+  // the reload wait for it; down_through says what went out alone), but
+  // an async one's all went out before the other holder had them (and the
+  // other may be sync by now).
+  if (!opts_.refuse && l.inflight > 0 &&
+      (from_spool_ || (retired_ && !opts_.sync) || l.queue.front().id <= l.down_through))
     l.out += "\r\nFRS-Replica-Alone: 1";
   l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   l.out += body;

@@ -295,7 +295,9 @@ Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint3
   if (os::UniqueDir d = os::OpenDir(dir_.c_str())) {
     while (dirent* e = ::readdir(d.get())) {
       const std::string_view name = e->d_name;
-      if (!name.starts_with(prefix) || os::store_dir::KindOfDayFile(name) != os::store_dir::DayFile::kReceived)
+      // A link: not this store's counts (and not damage, not counted lost).
+      if (e->d_type == DT_LNK || !name.starts_with(prefix) ||
+          os::store_dir::KindOfDayFile(name) != os::store_dir::DayFile::kReceived)
         continue;
       auto t = GroupTable::Open(dir_ + "/" + std::string(name), shape, GroupTable::Mode::kRead);
       if (t.ok()) out.push_back(std::move(t.value()));

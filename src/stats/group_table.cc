@@ -255,7 +255,9 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
     // Written never through a link: one at a day file's name had a root
     // frsd count into, or mark as damaged, the file it led to (found from
     // outside).
-    int fd = ::open(path.c_str(), t->read_only_ ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    // Nor read through one: what it leads to is not this store's counts
+    // (GET /stats and frsctl stat read with kRead).
+    int fd = ::open(path.c_str(), (t->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno == ENOENT && !t->read_only_) {
       // Made whole under a temporary name, then linked into place: a reader
       // never sees a half-written header, and of two processes creating the

@@ -125,6 +125,18 @@ TEST(HandoffSpool, ALineWithoutItsChecksumAfterOneWithIsDamage) {
     EXPECT_NE(st.message().find(path + ":1: a damaged record (its checksum is gone)"), std::string::npos)
         << st.message();
   }
+  // Or lost a byte of its checksum, or gained one.
+  for (const int change : {-1, +1}) {
+    std::string shifted = HandoffSpool::Record("N 1 r d {}");
+    if (change < 0) shifted.erase(shifted.size() - 6, 1);
+    else shifted.insert(shifted.size() - 6, "a");
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << shifted << HandoffSpool::Record("E 1");
+    HandoffSpool s;
+    const Status st = s.Open(path, &recs, &note);
+    EXPECT_EQ(st.code(), Status::Code::kCorruption) << change;
+    EXPECT_NE(st.message().find(path + ":1: a damaged record (its checksum is gone)"), std::string::npos)
+        << st.message();
+  }
   // At the end it is a torn tail, cut as one.
   std::ofstream(path, std::ios::binary | std::ios::trunc) << HandoffSpool::Record("N 1 r d {}") << damaged;
   HandoffSpool again;

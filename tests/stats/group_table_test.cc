@@ -132,6 +132,13 @@ TEST(GroupTable, NoDayFileIsMadeOrDeletedWhereALinkBelowTheStoreDirectoryLeads) 
   std::filesystem::create_directories(dir / "other");
   ASSERT_EQ(::symlink((dir / "other").c_str(), (dir / "stats/1/user").c_str()), 0);
   ASSERT_EQ(::symlink((dir / ("stats/1/app/" + yesterday)).c_str(), (dir / "stats/1/app/2026-11-20.frs").c_str()), 0);
+  // Nor is a day read through one (GET /stats, frsctl stat).
+  uint32_t linked_day = 0;
+  ASSERT_TRUE(ParseDayText("2026-11-20", &linked_day));
+  uint64_t damaged = 0;
+  auto read = table.ReadDay(linked_day, &damaged);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("is a symbolic link"), std::string::npos) << read.status().ToString();
   std::set<std::string> listed;
   const auto files = ListDayFiles(dir.path());
   ASSERT_TRUE(files.ok()) << files.status().ToString();

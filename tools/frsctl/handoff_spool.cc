@@ -45,15 +45,24 @@ std::string HandoffSpool::Record(std::string_view payload) {
 
 namespace {
 
-// A line that ends as a record of ours, " #" and 16 hex digits, but for one
-// byte of those 18 (the first of our records damaged there came before any
-// whole one, and was read as an older frsctl's line).
+// A line that ends as a record of ours, " #" and 16 hex digits, but for a
+// byte of those changed, added or deleted (the first of our records damaged
+// there came before any whole one, and was read as an older frsctl's line,
+// which never holds " #": its fields are encoded, '#' as %23, and its JSON
+// ends with '}').
 bool LooksChecksummed(std::string_view line) {
-  if (line.size() < HandoffSpool::kSuffixBytes - 1) return false;
-  const std::string_view tail = line.substr(line.size() - (HandoffSpool::kSuffixBytes - 1));
-  int wrong = (tail[0] != ' ') + (tail[1] != '#');
-  for (char c : tail.substr(2)) wrong += !std::isxdigit(static_cast<unsigned char>(c));
-  return wrong <= 1;
+  const size_t tail = HandoffSpool::kSuffixBytes - 1;
+  if (line.size() >= tail) {
+    const std::string_view t = line.substr(line.size() - tail);
+    int wrong = (t[0] != ' ') + (t[1] != '#');
+    for (char c : t.substr(2)) wrong += !std::isxdigit(static_cast<unsigned char>(c));
+    if (wrong <= 1) return true;
+  }
+  const size_t mark = line.rfind(" #");
+  if (mark == std::string_view::npos) return false;
+  const std::string_view digits = line.substr(mark + 2);
+  return digits.size() >= 14 && digits.size() <= 18 &&
+         std::all_of(digits.begin(), digits.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace
