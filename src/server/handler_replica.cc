@@ -721,9 +721,11 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
 
 // What this shard answered alone for routes it shares with the shard `pi`
 // (its links to it down: on_replica_down="serve"), not yet acknowledged by
-// it, over every worker; and every change a spool of a stopped or killed
-// worker, or a link retired by a ring change, still holds for it (which of
-// those were answered alone is not kept: all are taken for it). Not 0: the
+// it, over every worker; every change a spool of a stopped or killed worker
+// still holds for it (which of those were answered alone is not kept: all
+// are taken for it); and those a link retired by a <cluster> reload holds
+// that were answered alone (a sync link's answers held at the reload wait
+// for it: Worker::RetiredWaitTurn). Not 0: the
 // sender judged the batch on a copy without those uses, so it refuses the
 // batch's held answers and answers 503 on those routes until this says 0
 // (Replicator::Behind). A use answered alone by another worker is counted
@@ -742,7 +744,7 @@ Handler::Ahead Handler::AheadOf(size_t pi) const {
     uint64_t own = CounterGet(rc.alone_own[pi]), peers = CounterGet(rc.alone_peer[pi]);
     if (alone == 0) own = peers = 0;
     else if (own + peers < alone) own = peers = alone;
-    uint64_t whole = CounterGet(rc.retired_held[pi]);
+    uint64_t whole = CounterGet(rc.retired_alone[pi]);
     for (size_t i = 0; i < kMaxSpoolStreams; ++i)
       if (CounterGet(rc.spool_hash[i]) != 0) whole += CounterGet(rc.spool_held[i][pi]);
     a.n += alone + whole;

@@ -191,6 +191,10 @@ struct ReplicaCounters {
   // spool's, they count as pending, and a returning shard waits for them.
   uint64_t retired_held[kMaxReplicaPeers];
   uint64_t retired_down[kMaxReplicaPeers];
+  // Of retired_held, those answered before that shard had them
+  // (Replicator::LinkView::alone): what a shard asking is told it lacks
+  // (Handler::AheadOf). A sync link's answers held at the reload waited.
+  uint64_t retired_alone[kMaxReplicaPeers];
 };
 
 // What the spools a worker delivers and its retired links hold for shard

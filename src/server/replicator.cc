@@ -139,6 +139,12 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
   }
 }
 
+void Replicator::FailLink(const std::string& name, const std::string& why, int64_t now_ns) {
+  if (retired_) return;
+  for (Link& l : links_)
+    if (l.name == name && !l.down) Fail(l, why, now_ns);
+}
+
 std::vector<std::string> Replicator::DownLinks() const {
   std::vector<std::string> names;
   for (const Link& l : links_)
@@ -396,11 +402,22 @@ std::string Replicator::QueuedByShard() const {
   return out;
 }
 
+size_t Replicator::AloneInQueue(const Link& l) const {
+  if (opts_.refuse || l.queue.empty() || l.queue.front().id > l.down_through) return 0;
+  return static_cast<size_t>(std::upper_bound(l.queue.begin(), l.queue.end(), l.down_through,
+                                              [](uint64_t id, const Queued& q) { return id < q.id; }) -
+                             l.queue.begin());
+}
+
 std::vector<Replicator::LinkView> Replicator::Links() const {
   std::vector<LinkView> out;
   out.reserve(links_.size());
+  // A retired sync link's answers waited for it (Worker::RetiredWaitTurn):
+  // only those given while it was down went alone, as a live link's.
+  const bool all_alone = from_spool_ || (retired_ && !opts_.sync);
   for (const Link& l : links_)
-    out.push_back(LinkView{l.name, l.queue.size(), l.down, l.queue.empty() ? 0 : l.queue.front().at_ms});
+    out.push_back(LinkView{l.name, l.queue.size(), l.down, l.queue.empty() ? 0 : l.queue.front().at_ms,
+                           all_alone ? l.queue.size() : AloneInQueue(l)});
   return out;
 }
 
@@ -509,11 +526,7 @@ void Replicator::Publish(Link& l) {
     // Those answered alone (serve): the queue runs by id, they are its head.
     // down_through stays set after an episode: the search runs only while
     // the queue's head is still among those changes.
-    size_t alone = 0;
-    if (!opts_.refuse && !l.queue.empty() && l.queue.front().id <= l.down_through)
-      alone = static_cast<size_t>(std::upper_bound(l.queue.begin(), l.queue.end(), l.down_through,
-                                                   [](uint64_t id, const Queued& q) { return id < q.id; }) -
-                                  l.queue.begin());
+    const size_t alone = AloneInQueue(l);
     // Of those, on each side's routes: the stamps of the first and the last.
     uint64_t own = 0, peer = 0;
     if (alone > 0) {
@@ -1160,6 +1173,10 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
     // Answers a <cluster> reload left waiting on this link (a worker's
     // RetiredWaitTurn) are refused as the live link's would be.
     if (opts_.refuse && !from_spool_ && !l.queue.empty()) l.refused_through = noted();
+    // The live link to that shard learns of it (Worker::DrainTurn), unless
+    // the shard answered a refusal of this list's own (4xx: its digest, a
+    // token), which says nothing of the live link.
+    if (!from_spool_ && !why.starts_with("answered 4")) newly_down_.emplace_back(l.name, why);
     FRS_LOG("replica link to %s is down (%s): %zu change(s) %s %s, tried again every second", l.name.c_str(),
             why.c_str(), l.queue.size(), origin(), from_spool_ ? "wait for it" : "kept for it");
   } else if (!l.down) {

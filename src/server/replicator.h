@@ -38,6 +38,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "frs/change.h"
@@ -273,6 +274,10 @@ class Replicator final : public ChangeSink {
     size_t queued;
     bool down;
     int64_t oldest_ms;  // the oldest queued change's at_ms (0: none)
+    // Of those queued, how many were answered before the other holder had
+    // them: a spool's and a retired async link's all; else those answered
+    // while the link was down under serve (its answers held otherwise).
+    size_t alone;
   };
   std::vector<LinkView> Links() const;
 
@@ -281,6 +286,14 @@ class Replicator final : public ChangeSink {
   // The names of the shards whose links are down (ReplicaOptions::
   // down_at_start of the replicator that takes over after a reload).
   std::vector<std::string> DownLinks() const;
+  // A retired replicator's links that went down since the last call, each
+  // with why (not for a 4xx answer, a refusal of the earlier list's own).
+  std::vector<std::pair<std::string, std::string>> TakeNewlyDown() { return std::exchange(newly_down_, {}); }
+  // The live link to `name` goes down for `why` (its earlier list's link to
+  // the same shard failed): as a failure of its own, so that the requests
+  // after it are refused (or served alone) at once, not after a timeout of
+  // its own with their uses counted. Tried again each second, as any.
+  void FailLink(const std::string& name, const std::string& why, int64_t now_ns);
   // For a log line: "SHARD: N queued, LAST FAILURE" of each link that
   // queues any, joined by "; " ("" when none does).
   std::string QueuedByShard() const;
@@ -395,7 +408,11 @@ class Replicator final : public ChangeSink {
     uint64_t refused_through = 0;
   };
 
+  std::vector<std::pair<std::string, std::string>> newly_down_;  // TakeNewlyDown
   Link* LinkFor(long shard);
+  // The head of l's queue answered while it was down (serve): up to
+  // down_through.
+  size_t AloneInQueue(const Link& l) const;
   void Connect(Link& l, int64_t now_ns);
   void SendBatch(Link& l, int64_t now_ns);
   // With nothing to send, a down or never reached link asks the other shard

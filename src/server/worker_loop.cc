@@ -434,6 +434,10 @@ void Worker::DrainTurn(int64_t now) {
   for (auto& d : draining_) {
     d->Pump(now);
     left += d->QueuedChanges();
+    // A link of the earlier list that failed: the live one to that shard
+    // takes it for down too (a reload kept one down already, down_at_start).
+    for (const auto& [name, why] : d->TakeNewlyDown())
+      if (repl_) repl_->FailLink(name, "its link under the earlier <cluster> failed: " + why, now);
   }
   if (counters_) CounterSet(counters_->replica.draining, left);
   // Nothing new is queued on a retired replicator: `left` only falls, until
@@ -521,7 +525,7 @@ void Worker::DrainTurn(int64_t now) {
 void Worker::PublishRetired() {
   if (!counters_) return;
   ReplicaCounters& rc = counters_->replica;
-  uint64_t held[kMaxReplicaPeers] = {};
+  uint64_t held[kMaxReplicaPeers] = {}, alone[kMaxReplicaPeers] = {};
   bool down[kMaxReplicaPeers] = {};
   int64_t oldest = 0;
   if (const auto& ring = handler_.options().cluster.ring) {
@@ -533,6 +537,7 @@ void Worker::PublishRetired() {
         for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
           if (shards[i].name == v.name) {
             held[i] += v.queued;
+            alone[i] += v.alone;
             down[i] = down[i] || (v.down && v.queued > 0);
           }
       }
@@ -541,6 +546,7 @@ void Worker::PublishRetired() {
   CounterSet(rc.retired_oldest_ms, static_cast<uint64_t>(oldest));
   for (size_t i = 0; i < kMaxReplicaPeers; ++i) {
     CounterSet(rc.retired_held[i], held[i]);
+    CounterSet(rc.retired_alone[i], alone[i]);
     CounterSet(rc.retired_down[i], down[i] ? 1 : 0);
   }
 }

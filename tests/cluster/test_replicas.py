@@ -1033,6 +1033,11 @@ class Replicas(unittest.TestCase):
     def test_an_answer_held_when_a_reload_changes_the_list_waits_for_the_earlier_links_acknowledgement(self):
         # It went out with the reload, before B had the change.
         p, k, t, held = self.held_across_a_list_change("serve", behind=True)
+        # B serves its own keys meanwhile: A answered nothing alone (it told
+        # B so, and B refused them, 503, some after counting them).
+        b_key = p.b_keys[0]
+        st, body = p.b.get("/acquire?biz=b&key=" + b_key)
+        self.assertEqual(st, 200, body)
         p.relay.resume()  # B slow, not gone: the earlier link's batches arrive
         t.join(20)
         held["second_thread"].join(20)
@@ -1051,7 +1056,13 @@ class Replicas(unittest.TestCase):
         t.join(20)
         self.assertEqual(held["answer"][0], 503, held)
         self.assertEqual(held["b_count"], 1)
+        # The links of the new list learn of the failure: the next use is
+        # refused before it counts, as while any link is known down (it was
+        # counted, and answered 503 once its own batch failed).
+        self.assertEqual(p.a.acquire(k), 503)
         p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.count(k) is not None, 5), p.a.log())  # served again
+        self.assertEqual(p.a.count(k), 2, p.a.log())  # the refused one did not count
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 2, 5), p.a.log())  # delivered on the retry
         self.assertEqual(p.a.get("/acquire?biz=b&key=" + k)[0], 200)  # served again under the new links
 
