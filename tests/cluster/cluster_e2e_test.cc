@@ -519,6 +519,12 @@ TEST(ClusterE2E, StatisticsByFieldAreSummedAcrossShardsAndHandedOffOnce) {
   ASSERT_TRUE(ParseDayText(std::filesystem::path(today_file).filename().string().substr(0, 10), &today));
   const std::string old_file = table_dir + "/" + DayText(today - 40) + ".frs";
   std::filesystem::copy_file(today_file, old_file);
+  // And a link at a day file's name, to a copy outside the store: not this
+  // store's counts, neither sent nor deleted, and said (a handoff sent what
+  // one led to, then deleted it; found from outside).
+  const std::string outside = a.frsd().dir() + "/outside.frs", linked = table_dir + "/" + DayText(today - 2) + ".frs";
+  std::filesystem::copy_file(today_file, outside);
+  std::filesystem::create_symlink(outside, linked);
 
   // A leaves: both get a ring of B alone; A's handoff sends its keys and its statistics.
   b.SetCluster({b.port()});
@@ -528,6 +534,9 @@ TEST(ClusterE2E, StatisticsByFieldAreSummedAcrossShardsAndHandedOffOnce) {
   EXPECT_NE(out.find("skipped " + old_file + ": "), std::string::npos) << out;
   EXPECT_NE(out.find("is not one this table keeps"), std::string::npos) << out;
   EXPECT_TRUE(std::filesystem::exists(old_file));
+  EXPECT_NE(out.find("skipped " + linked + ": a symbolic link"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::is_symlink(linked));
+  EXPECT_TRUE(std::filesystem::exists(outside));
   const std::string after = Client(b.port()).Get("/stats?biz=api&by=app&value=app1&token=s3cret").body;
   EXPECT_EQ(Attr(after, "requests"), "240") << after;
   EXPECT_EQ(distinct_of(after), "60") << after;

@@ -32,6 +32,34 @@ std::string ErrorMessageOf(const std::string& body) {
   return body.substr(at + 5, end == std::string::npos ? std::string::npos : end - at - 5);
 }
 
+// The symbolic links under stats/ (at it, a biz's or a table's folder, or a
+// day file): the listing passes over them (frsd counts nothing through
+// one, so what they lead to is not this store's), and the run says so.
+void SkippedLinks(const std::string& store_dir, std::vector<std::pair<std::string, std::string>>* skipped) {
+  namespace fs = std::filesystem;
+  const std::string why = "a symbolic link: not this store's statistics (frsd counts nothing through one); left here";
+  std::error_code ec;
+  const fs::path root = fs::path(store_dir) / "stats";
+  if (fs::is_symlink(root, ec)) {
+    skipped->emplace_back(root.string(), why);
+    return;
+  }
+  for (const auto& biz : fs::directory_iterator(root, ec)) {
+    if (biz.is_symlink(ec)) {
+      skipped->emplace_back(biz.path().string(), why);
+      continue;
+    }
+    for (const auto& table : fs::directory_iterator(biz.path(), ec)) {
+      if (table.is_symlink(ec)) {
+        skipped->emplace_back(table.path().string(), why);
+        continue;
+      }
+      for (const auto& file : fs::directory_iterator(table.path(), ec))
+        if (file.is_symlink(ec)) skipped->emplace_back(file.path().string(), why);
+    }
+  }
+}
+
 }  // namespace
 
 Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed,
@@ -39,6 +67,7 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
   namespace fs = std::filesystem;
   Result<std::vector<StatsDayFile>> files = s.engine->StatsDayFiles();
   if (!files.ok()) return files.status();
+  SkippedLinks(s.cfg.store_dir, skipped);
   std::error_code ec;
   uint64_t sent = 0;
   for (const StatsDayFile& file : files.value()) {
