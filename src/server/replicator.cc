@@ -127,12 +127,13 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
   }
   digest_ = opts_.ring->DigestText();
   for (Link& l : links_) {
-    if (std::find(opts_.down_at_start.begin(), opts_.down_at_start.end(), l.name) == opts_.down_at_start.end())
-      continue;
+    const auto was = std::find_if(opts_.down_at_start.begin(), opts_.down_at_start.end(),
+                                  [&](const auto& d) { return d.first == l.name; });
+    if (was == opts_.down_at_start.end()) continue;
     // The episode goes on: tried each second from now, its routes refused
     // (refuse) or served alone (serve) until it answers, as before.
     l.down = true;
-    l.down_ns = MonoNsNow();  // this worker's record of the episode begins with the reload
+    l.down_ns = was->second;
     l.failure = "down before <cluster> changed";
     FRS_LOG("replica link to %s: still down after the reload; tried again every second", l.name.c_str());
     Publish(l);
@@ -145,11 +146,11 @@ void Replicator::FailLink(const std::string& name, const std::string& why, int64
     if (l.name == name && !l.down) Fail(l, why, now_ns);
 }
 
-std::vector<std::string> Replicator::DownLinks() const {
-  std::vector<std::string> names;
+std::vector<std::pair<std::string, int64_t>> Replicator::DownLinks() const {
+  std::vector<std::pair<std::string, int64_t>> down;
   for (const Link& l : links_)
-    if (l.down) names.push_back(l.name);
-  return names;
+    if (l.down) down.emplace_back(l.name, l.down_ns);
+  return down;
 }
 
 Replicator::~Replicator() {

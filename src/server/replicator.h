@@ -83,7 +83,9 @@ struct ReplicaOptions {
   // reload that changed <cluster>) had down: theirs start down, the same
   // episode, until they answer. A new link reads up until it fails, and
   // under refuse its first change would be counted here, then refused.
-  std::vector<std::string> down_at_start;
+  // With when each went down (MonoNs): the episode's length, said when it
+  // ends, counts from then, not from the reload.
+  std::vector<std::pair<std::string, int64_t>> down_at_start;
   // Whether a lease a kept grant or renewal names has ended here since
   // (AdminEngine::LeaseEnded; unset: never asked). A batch of changes kept
   // while the link was down sends such a one as a grant already over (it
@@ -285,7 +287,7 @@ class Replicator final : public ChangeSink {
   size_t QueuedChanges() const;
   // The names of the shards whose links are down (ReplicaOptions::
   // down_at_start of the replicator that takes over after a reload).
-  std::vector<std::string> DownLinks() const;
+  std::vector<std::pair<std::string, int64_t>> DownLinks() const;
   // A retired replicator's links that went down since the last call, each
   // with why (not for a 4xx answer, a refusal of the earlier list's own).
   std::vector<std::pair<std::string, std::string>> TakeNewlyDown() { return std::exchange(newly_down_, {}); }

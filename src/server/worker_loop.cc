@@ -308,7 +308,7 @@ void Worker::SetMapDigest(std::string digest) {
 void Worker::SetUpReplicas(bool reload) {
   const ClusterView& c = handler_.options().cluster;
   const bool had_links = repl_ != nullptr;
-  std::vector<std::string> down;
+  std::vector<std::pair<std::string, int64_t>> down;
   if (repl_) {
     down = repl_->DownLinks();
     const size_t queued = repl_->QueuedChanges();
