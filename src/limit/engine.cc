@@ -4,9 +4,11 @@
 
 #include "limit/engine_impl.h"
 #include "os/path_access.h"
+#include "os/store_dir.h"
 #include "stats/day_files.h"
 #include "stats/recent_denials.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -267,7 +269,11 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
 
 Result<DeniedKeys> EngineImpl::TopDenied(uint32_t minutes, uint16_t biz_id, size_t n) const {
   // The file itself, opened read-only, not this engine's own table: what
-  // every process of the store wrote up to now.
+  // every process of the store wrote up to now. Not through a link: frsd
+  // keeps no denials there, and what it leads to is not this store's.
+  const std::string path = os::store_dir::In(stats_dir_, os::store_dir::kRecentDenials);
+  if (struct stat ls{}; ::lstat(path.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))
+    return Status::IOError(os::store_dir::LinkRefusedWords(path) + " (frsd keeps no recent denials there)");
   auto table = stats::RecentDenials::Open(stats_dir_, /*read_only=*/true);
   if (!table.ok()) return table.status();
   DeniedKeys out;

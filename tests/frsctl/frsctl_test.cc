@@ -794,6 +794,15 @@ TEST_F(FrsctlTest, TopDeniedSaysWhenTheStoreHasNoTableOfDenials) {
   EXPECT_NE(r.err.find("frsctl: warning: " + table + " does not exist: frsd keeps no recent denials"),
             std::string::npos)
       << r.err;
+  // A link in its place: frsd keeps nothing there, and what it leads to
+  // is not this store's (it was read as the store's denials).
+  Set("login", "u2", 1);  // an engine that writes makes the table again
+  ASSERT_TRUE(std::filesystem::exists(table));
+  std::filesystem::rename(table, dir_ / "elsewhere.frs");
+  std::filesystem::create_symlink(dir_ / "elsewhere.frs", table);
+  r = Ctl({"top", "--denied"});
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.err.find(table + " is a symbolic link"), std::string::npos) << r.err;
 }
 
 TEST_F(FrsctlTest, StatShowsGeometryHistogramAndCounters) {
