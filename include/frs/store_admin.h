@@ -139,6 +139,11 @@ bool StoreNeverServed(const std::string& dir);
 // frsd's start and frsctl init make them (again). Changes nothing.
 std::vector<std::string> CutShortStoreFiles(const std::string& dir, uint32_t files);
 
+// The words for the first of the store's `files` files in `dir` that is a
+// symbolic link ("" when none is): frsd maps each to write and refuses a
+// link (docs/store.md), so frsctl init calls no such store complete.
+std::string StoreFileLinkProblem(const std::string& dir, uint32_t files);
+
 // A sentence when the store in `dir` served (StoreNeverServed is false)
 // and has lost its lease.key, else "": frsd's next start makes a new
 // secret, and every lease and reservation id given out before then answers

@@ -11,6 +11,7 @@
 #include "frs/store_dir.h"
 #include "frs/unique_fd.h"
 #include "os/output_file.h"
+#include "os/store_dir.h"
 #include "store/format.h"
 #include "store/format4_reader.h"
 #include "store/store_check.h"
@@ -253,6 +254,15 @@ std::vector<std::string> CutShortStoreFiles(const std::string& dir, uint32_t fil
           ::access(path.c_str(), F_OK) != 0 && errno == ENOENT && std::find(out.begin(), out.end(), path) == out.end())
         out.push_back(std::move(path));
   return out;
+}
+
+std::string StoreFileLinkProblem(const std::string& dir, uint32_t files) {
+  for (uint32_t i = 0; i < files; ++i) {
+    const std::string path = store::StoreFile::PathFor(dir, i);
+    if (struct stat ls{}; ::lstat(path.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))
+      return os::store_dir::LinkRefusedWords(path);
+  }
+  return "";
 }
 
 }  // namespace frs

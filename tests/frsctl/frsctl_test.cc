@@ -559,6 +559,16 @@ TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   EXPECT_NE(r.err.find("stats.frs"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("frsd will not start on it"), std::string::npos) << r.err;
   std::filesystem::resize_file(dir_ / "data/stats.frs", stats_size);
+  // Or a store file that is a link to a whole one, which frsd refuses.
+  std::filesystem::rename(dir_ / "data/frs.1.store", dir_ / "frs.1.elsewhere");
+  std::filesystem::create_symlink(dir_ / "frs.1.elsewhere", dir_ / "data/frs.1.store");
+  r = Ctl({"init"});
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.err.find(dir_ / "data/frs.1.store is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("frsd will not start on this store"), std::string::npos) << r.err;
+  std::filesystem::remove(dir_ / "data/frs.1.store");
+  std::filesystem::rename(dir_ / "frs.1.elsewhere", dir_ / "data/frs.1.store");
+  ASSERT_EQ(Ctl({"init"}).rc, 0);
 
   // Every file gone but the store's stats.frs: a store deleted or moved,
   // not one never made. frsd's start, frsd -t, frsctl init made it anew

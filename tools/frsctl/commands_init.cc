@@ -48,6 +48,10 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   // A file whose making was cut short holds nothing: made again as a
   // missing one is (store/store_check.h), and with it those after it.
   const std::vector<std::string> cut_short = CutShortStoreFiles(s.cfg.store_dir, g.files);
+  // frsd refuses a store file that is a link (it maps it to write): one to
+  // a whole store file was called complete, "nothing to do".
+  if (std::string link = StoreFileLinkProblem(s.cfg.store_dir, g.files); !link.empty())
+    return Status::IOError(link + ": frsd will not start on this store");
   for (uint32_t i = 0; i < g.files; ++i) {
     std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
     const bool cut = std::find(cut_short.begin(), cut_short.end(), p) != cut_short.end();
