@@ -191,7 +191,7 @@ struct ReplicaCounters {
   // spool's, they count as pending, and a returning shard waits for them.
   uint64_t retired_held[kMaxReplicaPeers];
   uint64_t retired_down[kMaxReplicaPeers];
-  // Of retired_held, those answered before that shard had them
+  // Of retired_held, those answered alone, while their link was down
   // (Replicator::LinkView::alone): what a shard asking is told it lacks
   // (Handler::AheadOf). A sync link's answers held at the reload waited.
   uint64_t retired_alone[kMaxReplicaPeers];

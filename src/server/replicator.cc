@@ -413,9 +413,9 @@ size_t Replicator::AloneInQueue(const Link& l) const {
 std::vector<Replicator::LinkView> Replicator::Links() const {
   std::vector<LinkView> out;
   out.reserve(links_.size());
-  // A retired sync link's answers waited for it (Worker::RetiredWaitTurn):
-  // only those given while it was down went alone, as a live link's.
-  const bool all_alone = from_spool_ || (retired_ && !opts_.sync);
+  // A retired link's, as a live link's (SendBatch): only those given while
+  // it was down went alone; a spool's are not known, so all are taken.
+  const bool all_alone = from_spool_;
   for (const Link& l : links_)
     out.push_back(LinkView{l.name, l.queue.size(), l.down, l.queue.empty() ? 0 : l.queue.front().at_ms,
                            all_alone ? l.queue.size() : AloneInQueue(l)});
@@ -651,12 +651,12 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   // Changes answered alone (the link was down, serve): the receiver's
   // answers held meanwhile were judged without them (NoteAloneApplied).
   // A spool's: which were answered alone is not kept, so all are taken for
-  // it. A retired link's are known as a live one's (its answers held at
-  // the reload wait for it; down_through says what went out alone), but
-  // an async one's all went out before the other holder had them (and the
-  // other may be sync by now).
-  if (!opts_.refuse && l.inflight > 0 &&
-      (from_spool_ || (retired_ && !opts_.sync) || l.queue.front().id <= l.down_through))
+  // it. A retired link's are known as a live one's: a sync link's answers
+  // held at the reload wait for it, and an async link's unacknowledged
+  // changes are no more alone than a live async link's (taken so, the
+  // other shard refused its own keys after every reload: found from
+  // outside); down_through says what went out while the link was down.
+  if (!opts_.refuse && l.inflight > 0 && (from_spool_ || l.queue.front().id <= l.down_through))
     l.out += "\r\nFRS-Replica-Alone: 1";
   l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   l.out += body;

@@ -276,9 +276,8 @@ class Replicator final : public ChangeSink {
     size_t queued;
     bool down;
     int64_t oldest_ms;  // the oldest queued change's at_ms (0: none)
-    // Of those queued, how many were answered before the other holder had
-    // them: a spool's and a retired async link's all; else those answered
-    // while the link was down under serve (its answers held otherwise).
+    // Of those queued, how many were answered alone: a spool's all (not
+    // kept); else those answered while the link was down under serve.
     size_t alone;
   };
   std::vector<LinkView> Links() const;
