@@ -725,16 +725,18 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
 // still holds for it (which of those were answered alone is not kept: all
 // are taken for it); and those a link retired by a <cluster> reload holds
 // that were answered alone (a sync link's answers held at the reload wait
-// for it: Worker::RetiredWaitTurn). Not 0: the
+// for it: Worker::RetiredWaitTurn), by side as a live link's when the list
+// is unchanged. Not 0: the
 // sender judged the batch on a copy without those uses, so it refuses the
 // batch's held answers and answers 503 on those routes until this says 0
 // (Replicator::Behind). A use answered alone by another worker is counted
 // here once its change is noted (after its store write): a batch read in
 // between, microseconds, does not see it.
 // Which side's routes they are on tells the sender which of its routes to
-// refuse: a worker's own links say it; a spool's and a retired link's
-// changes, and a worker's figures read mid-update (short of its total),
-// count on both sides.
+// refuse: a worker's own links say it, and a link retired by a reload that
+// kept the list; a spool's changes, a retired link's of another list, and
+// a worker's figures read mid-update (short of its total), count on both
+// sides.
 Handler::Ahead Handler::AheadOf(size_t pi) const {
   Ahead a;
   if (metrics_ == nullptr || pi >= kMaxReplicaPeers) return a;
@@ -744,12 +746,16 @@ Handler::Ahead Handler::AheadOf(size_t pi) const {
     uint64_t own = CounterGet(rc.alone_own[pi]), peers = CounterGet(rc.alone_peer[pi]);
     if (alone == 0) own = peers = 0;
     else if (own + peers < alone) own = peers = alone;
-    uint64_t whole = CounterGet(rc.retired_alone[pi]);
+    // A retired link's, by side as a live link's (both: the list changed).
+    const uint64_t retired = std::atomic_ref<const uint64_t>(rc.retired_alone[pi]).load(std::memory_order_acquire);
+    uint64_t retired_own = CounterGet(rc.retired_alone_own[pi]), retired_peers = CounterGet(rc.retired_alone_peer[pi]);
+    if (retired_own + retired_peers < retired) retired_own = retired_peers = retired;
+    uint64_t whole = 0;
     for (size_t i = 0; i < kMaxSpoolStreams; ++i)
       if (CounterGet(rc.spool_hash[i]) != 0) whole += CounterGet(rc.spool_held[i][pi]);
-    a.n += alone + whole;
-    a.on_own += own + whole;
-    a.on_peers += peers + whole;
+    a.n += alone + retired + whole;
+    a.on_own += own + retired_own + whole;
+    a.on_peers += peers + retired_peers + whole;
   }
   return a;
 }

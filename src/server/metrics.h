@@ -195,6 +195,10 @@ struct ReplicaCounters {
   // (Replicator::LinkView::alone): what a shard asking is told it lacks
   // (Handler::AheadOf). A sync link's answers held at the reload waited.
   uint64_t retired_alone[kMaxReplicaPeers];
+  // Of those, on this shard's own routes and on that shard's (both: the
+  // list changed since they were stamped), as alone_own and alone_peer.
+  uint64_t retired_alone_own[kMaxReplicaPeers];
+  uint64_t retired_alone_peer[kMaxReplicaPeers];
 };
 
 // What the spools a worker delivers and its retired links hold for shard

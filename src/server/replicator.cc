@@ -415,10 +415,16 @@ std::vector<Replicator::LinkView> Replicator::Links() const {
   out.reserve(links_.size());
   // A retired link's, as a live link's (SendBatch): only those given while
   // it was down went alone; a spool's are not known, so all are taken.
-  const bool all_alone = from_spool_;
-  for (const Link& l : links_)
-    out.push_back(LinkView{l.name, l.queue.size(), l.down, l.queue.empty() ? 0 : l.queue.front().at_ms,
-                           all_alone ? l.queue.size() : AloneInQueue(l)});
+  for (const Link& l : links_) {
+    const size_t alone = from_spool_ ? l.queue.size() : AloneInQueue(l);
+    uint64_t own = alone, peer = alone;
+    if (!from_spool_ && alone > 0) {
+      own = On(l.queue.front(), l.queue[alone - 1], kOwnRoutes);
+      peer = On(l.queue.front(), l.queue[alone - 1], kPeerRoutes);
+    }
+    out.push_back(
+        LinkView{l.name, l.queue.size(), l.down, l.queue.empty() ? 0 : l.queue.front().at_ms, alone, own, peer});
+  }
   return out;
 }
 

@@ -264,6 +264,8 @@ class Replicator final : public ChangeSink {
     return from_journal_ ? "kept from a killed worker" : "kept from an earlier stop";
   }
   bool from_spool() const { return from_spool_; }
+  // The digest of the list its links were made under (Ring::DigestText).
+  const std::string& digest() const { return digest_; }
   // The stream its batches carry (a spool's: the worker's that wrote it).
   const std::string& stream() const { return opts_.stream; }
   // Where changes it drops are counted (a spool's replicator has no
@@ -277,8 +279,11 @@ class Replicator final : public ChangeSink {
     bool down;
     int64_t oldest_ms;  // the oldest queued change's at_ms (0: none)
     // Of those queued, how many were answered alone: a spool's all (not
-    // kept); else those answered while the link was down under serve.
+    // kept); else those answered while the link was down under serve. And
+    // of those, how many on this shard's own routes and on that shard's
+    // (by the stamps of this replicator's list; a spool's: all on both).
     size_t alone;
+    uint64_t alone_own, alone_peer;
   };
   std::vector<LinkView> Links() const;
 

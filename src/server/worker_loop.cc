@@ -525,19 +525,26 @@ void Worker::DrainTurn(int64_t now) {
 void Worker::PublishRetired() {
   if (!counters_) return;
   ReplicaCounters& rc = counters_->replica;
-  uint64_t held[kMaxReplicaPeers] = {}, alone[kMaxReplicaPeers] = {};
+  uint64_t held[kMaxReplicaPeers] = {}, alone[kMaxReplicaPeers] = {}, own[kMaxReplicaPeers] = {},
+           peer[kMaxReplicaPeers] = {};
   bool down[kMaxReplicaPeers] = {};
   int64_t oldest = 0;
   if (const auto& ring = handler_.options().cluster.ring) {
     const auto& shards = ring->shards();
+    const std::string digest = ring->DigestText();
     for (const auto& d : draining_) {
       if (d->from_spool()) continue;  // a spool's have slots of their own
+      // Its changes' sides are of its own list: the same routes' only when
+      // the list is the one running now (a reload of another option).
+      const bool same_list = d->digest() == digest;
       for (const Replicator::LinkView& v : d->Links()) {
         if (v.oldest_ms > 0 && (oldest == 0 || v.oldest_ms < oldest)) oldest = v.oldest_ms;
         for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
           if (shards[i].name == v.name) {
             held[i] += v.queued;
             alone[i] += v.alone;
+            own[i] += same_list ? v.alone_own : v.alone;
+            peer[i] += same_list ? v.alone_peer : v.alone;
             down[i] = down[i] || (v.down && v.queued > 0);
           }
       }
@@ -546,7 +553,11 @@ void Worker::PublishRetired() {
   CounterSet(rc.retired_oldest_ms, static_cast<uint64_t>(oldest));
   for (size_t i = 0; i < kMaxReplicaPeers; ++i) {
     CounterSet(rc.retired_held[i], held[i]);
-    CounterSet(rc.retired_alone[i], alone[i]);
+    CounterSet(rc.retired_alone_own[i], own[i]);
+    CounterSet(rc.retired_alone_peer[i], peer[i]);
+    // After its sides (release): a reader that loads it first and finds
+    // them short of it read them mid-update (Handler::AheadOf).
+    std::atomic_ref<uint64_t>(rc.retired_alone[i]).store(alone[i], std::memory_order_release);
     CounterSet(rc.retired_down[i], down[i] ? 1 : 0);
   }
 }

@@ -1089,6 +1089,30 @@ class Replicas(unittest.TestCase):
         p.relay.resume()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 2, 5), p.a.log())
 
+    def test_uses_an_earlier_link_served_alone_refuse_only_their_side_on_the_other_shard(self):
+        # A's link of the list before a reload went down with A's use queued
+        # (served alone). B, told of it, refused its own keys too: a retired
+        # link's alone uses counted on both sides (found from outside: 5,489
+        # 503s on B's own keys in 10 s, none without the reload).
+        extra = 'replica_mode="async" replica_timeout_ms="1000"'
+        p = self.pair(extra_a=extra, extra_b=extra)
+        k = p.keys[9]
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5))  # the link is up, its connection relayed
+        p.relay.cut()
+        self.assertEqual(p.a.acquire(k), 200)  # async: answered, its batch held in the relay
+        p.a.reload_with('replica_timeout_ms="1000"', 'replica_timeout_ms="1500"')
+        self.assertTrue(processes.wait_for(lambda: "still delivered to their shards" in p.a.log(), 5), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: "is down" in p.a.log(), 5), p.a.log())  # served alone
+        b_key = p.b_keys[0]
+        self.assertEqual(p.b.acquire(b_key), 200)  # its batch's answer tells B what A holds alone
+        self.assertTrue(processes.wait_for(lambda: p.b.copy_count(k) == "behind", 8), p.b.log())
+        for _ in range(3):
+            st, body = p.b.get("/acquire?biz=b&key=" + b_key)
+            self.assertEqual(st, 200, body)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.b.copy_count(k) == 2, 8), p.b.log())
+
     def test_a_refused_held_answer_keeps_the_rest_of_what_was_held_and_its_close(self):
         # A held region holds more than answers: a 100 Continue written for
         # the request behind them was dropped with them, and its client waited

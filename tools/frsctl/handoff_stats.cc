@@ -19,6 +19,7 @@
 #include "frs/group_stats.h"
 #include "frs/http_client.h"
 #include "frs/percent_encode.h"
+#include "frs/store_dir.h"
 #include "handoff_stats.h"
 
 namespace frs::ctl {
@@ -39,7 +40,7 @@ void SkippedLinks(const std::string& store_dir, std::vector<std::pair<std::strin
   namespace fs = std::filesystem;
   const std::string why = "a symbolic link: not this store's statistics (frsd counts nothing through one); left here";
   std::error_code ec;
-  const fs::path root = fs::path(store_dir) / "stats";
+  const fs::path root = frs::store_dir::In(store_dir, frs::store_dir::kFieldStats);
   if (fs::is_symlink(root, ec)) {
     skipped->emplace_back(root.string(), why);
     return;
