@@ -1066,26 +1066,37 @@ class Replicas(unittest.TestCase):
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 2, 5), p.a.log())  # delivered on the retry
         self.assertEqual(p.a.get("/acquire?biz=b&key=" + k)[0], 200)  # served again under the new links
 
+    def async_use_queued_across_a_reload(self, timeout_ms, index):
+        """Async shards, the timeout given; A's second use of its key `index`
+        held in the cut relay (answered, unacknowledged) when A's <cluster>
+        changes. Returns the pair and the key."""
+        extra = 'replica_mode="async" replica_timeout_ms="%d"' % timeout_ms
+        p = self.pair(extra_a=extra, extra_b=extra)
+        key = p.keys[index]
+        self.assertEqual(p.a.acquire(key), 200)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(key) == 1, 5))  # the link is up, its connection relayed
+        p.relay.cut()
+        self.assertEqual(p.a.acquire(key), 200)  # async: answered, its batch held in the relay
+        old = 'replica_timeout_ms="%d"' % timeout_ms
+        p.a.reload_with(old, 'replica_timeout_ms="%d"' % (timeout_ms + 500))
+        self.assertTrue(processes.wait_for(lambda: "still delivered to their shards" in p.a.log(), 5), p.a.log())
+        return p, key
+
+    def serves_three_times(self, shard, key):
+        for _ in range(3):
+            st, body = shard.get("/acquire?biz=b&key=" + key)
+            self.assertEqual(st, 200, body)
+
     def test_an_async_reload_with_changes_queued_leaves_the_other_shards_own_keys_served(self):
         # A's async changes still unacknowledged at a reload were counted as
         # answered alone: B, told it lacked them, refused its own keys (503)
         # after every reload of A (found from outside: 575 in 5 s of load).
-        extra = 'replica_mode="async" replica_timeout_ms="8000"'
-        p = self.pair(extra_a=extra, extra_b=extra)
-        k = p.keys[8]
-        self.assertEqual(p.a.acquire(k), 200)
-        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5))  # the link is up, its connection relayed
-        p.relay.cut()
-        self.assertEqual(p.a.acquire(k), 200)  # async: answered, its batch held in the relay
-        p.a.reload_with('replica_timeout_ms="8000"', 'replica_timeout_ms="7000"')
-        self.assertTrue(processes.wait_for(lambda: "still delivered to their shards" in p.a.log(), 5), p.a.log())
+        p, k = self.async_use_queued_across_a_reload(8000, 8)
         # B's use reaches A, whose answer says what A holds alone for B.
         b_key = p.b_keys[0]
         self.assertEqual(p.b.acquire(b_key), 200)
         self.assertTrue(processes.wait_for(lambda: p.a.count(b_key) == 1, 5), p.b.log())
-        for _ in range(3):
-            st, body = p.b.get("/acquire?biz=b&key=" + b_key)
-            self.assertEqual(st, 200, body)
+        self.serves_three_times(p.b, b_key)
         p.relay.resume()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 2, 5), p.a.log())
 
@@ -1094,22 +1105,12 @@ class Replicas(unittest.TestCase):
         # (served alone). B, told of it, refused its own keys too: a retired
         # link's alone uses counted on both sides (found from outside: 5,489
         # 503s on B's own keys in 10 s, none without the reload).
-        extra = 'replica_mode="async" replica_timeout_ms="1000"'
-        p = self.pair(extra_a=extra, extra_b=extra)
-        k = p.keys[9]
-        self.assertEqual(p.a.acquire(k), 200)
-        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5))  # the link is up, its connection relayed
-        p.relay.cut()
-        self.assertEqual(p.a.acquire(k), 200)  # async: answered, its batch held in the relay
-        p.a.reload_with('replica_timeout_ms="1000"', 'replica_timeout_ms="1500"')
-        self.assertTrue(processes.wait_for(lambda: "still delivered to their shards" in p.a.log(), 5), p.a.log())
+        p, k = self.async_use_queued_across_a_reload(1000, 9)
         self.assertTrue(processes.wait_for(lambda: "is down" in p.a.log(), 5), p.a.log())  # served alone
         b_key = p.b_keys[0]
         self.assertEqual(p.b.acquire(b_key), 200)  # its batch's answer tells B what A holds alone
         self.assertTrue(processes.wait_for(lambda: p.b.copy_count(k) == "behind", 8), p.b.log())
-        for _ in range(3):
-            st, body = p.b.get("/acquire?biz=b&key=" + b_key)
-            self.assertEqual(st, 200, body)
+        self.serves_three_times(p.b, b_key)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.b.copy_count(k) == 2, 8), p.b.log())
 
