@@ -88,8 +88,9 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
         ErrorBody(503,
                   repl_->IsBehind(other, as_successor)
                       ? "the other holder of this route (" + name +
-                            ") served it alone while this shard did not answer, and this shard's copy lacks those "
-                            "uses until they arrive; ask again shortly"
+                            ") served it alone while this shard did not take its uses (a pause, a partition, or the "
+                            "two on different shard lists in a ring change), and this shard's copy lacks those uses "
+                            "until they arrive; ask again shortly"
                       : "the other holder of this route (" + name +
                             ") does not acknowledge changes, and <cluster on_replica_down=\"refuse\">",
                   status);
