@@ -44,6 +44,16 @@ std::array<uint8_t, kSlotBytes> PutNodeAt23(store::StoreFile* f) {
   return bytes;
 }
 
+// `owner` died writing that node: its entry `entry` open with the node's
+// image, the slot half overwritten. Returns the image a recovery must put
+// back.
+std::array<uint8_t, kSlotBytes> DiedWritingAt23(store::StoreFile* f, uint32_t entry, os::Owner owner) {
+  const std::array<uint8_t, kSlotBytes> before = PutNodeAt23(f);
+  OpenEntryWithImage(f, entry, owner, 2, 3);
+  std::memset(f->slot(2, 3), 0xAB, kSlotBytes);  // the write it died in
+  return before;
+}
+
 TEST(WriterTable, AClaimedEntryIsThisThreadsUntilItsWriteEnds) {
   StoreFiles s(1, 4, 64);
   WriterTable t(s.files, s.geo, s.opts);
@@ -113,11 +123,9 @@ TEST(WriterTable, RecoveringADeadWriterRestoresItsImagesAndFreesItsEntries) {
   StoreFiles s(1, 4, 64);
   WriterTable t(s.files, s.geo, s.opts);
   store::StoreFile* f = s.file(0);
-  const std::array<uint8_t, kSlotBytes> before = PutNodeAt23(f);
   const os::Owner dead = DeadOwner();
-  OpenEntryWithImage(f, 5, dead, 2, 3);
-  f->writer(6)->owner = dead.word();             // a closed entry of the same owner
-  std::memset(f->slot(2, 3), 0xAB, kSlotBytes);  // the write it died in
+  const std::array<uint8_t, kSlotBytes> before = DiedWritingAt23(f, 5, dead);
+  f->writer(6)->owner = dead.word();  // a closed entry of the same owner
 
   std::vector<uint32_t> seen;
   t.ForEachDead(f, [&](uint32_t i, os::Owner o, bool active) {
@@ -144,12 +152,10 @@ TEST(WriterTable, ARecoveryAlsoUndoesAnOpenJournalOfAnotherDeadOwner) {
   StoreFiles s(1, 4, 64);
   WriterTable t(s.files, s.geo, s.opts);
   store::StoreFile* f = s.file(0);
-  const std::array<uint8_t, kSlotBytes> before = PutNodeAt23(f);
   const os::Owner first = DeadOwner();
   os::Owner second = first;
   second.start += 1;  // another dead thread: the one that took over and died
-  OpenEntryWithImage(f, 5, first, 2, 3);
-  std::memset(f->slot(2, 3), 0xAB, kSlotBytes);  // the write the first died in
+  const std::array<uint8_t, kSlotBytes> before = DiedWritingAt23(f, 5, first);
   EXPECT_EQ(t.RecoverDeadWriters(second), 1u);
   EXPECT_EQ(std::memcmp(f->slot(2, 3), before.data(), kSlotBytes), 0)
       << "the first's image is back before anyone writes";
