@@ -76,6 +76,12 @@ struct Concurrency {
   // without ids up to `count`; the leases it ended in `*ended`.
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count, Ended* ended = nullptr);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
+  // A block from outside (any length, its tag checked): the second its
+  // expiries count from, and the longest a lease it holds runs past it (0:
+  // none held). Every write here moves the base to now, so the second is
+  // never ahead of the clock that wrote it, the longest never past lease + 1.
+  static int64_t BaseS(std::span<const uint8_t> block);
+  static int64_t LongestHoldS(std::span<const uint8_t> block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
   // Handoff: the incoming leases join this block's, as far as max allows.
   // Under the same nonce a serial already held here is the same lease, sent

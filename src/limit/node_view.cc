@@ -337,7 +337,8 @@ struct ParsedNode {
 
 }  // namespace
 
-static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* out) {
+// Its times are judged against now_s (BlockProblem, TimeProblem).
+static Status ParseNode(std::string_view json_line, const Map& map, int64_t now_s, ParsedNode* out) {
   auto parsed = ParseJson(json_line);
   if (!parsed.ok()) return parsed.status();
   const JsonValue& j = parsed.value();
@@ -426,7 +427,8 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
       return Status::InvalidArgument("a rule state's tag does not match its algo, interval and length");
     }
     if (std::string p =
-            BlockProblem(a, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(block.data()), block.size()));
+            BlockProblem(a, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(block.data()), block.size()),
+                         now_s);
         !p.empty())
       return Status::InvalidArgument("a " + std::string(AlgoName(a)) + " rule's state holds " + p);
     state += block;
@@ -439,6 +441,8 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
         Load32(reinterpret_cast<const uint8_t*>(table.data())) !=
             Reservations::Tag(static_cast<uint32_t>(table.size())))
       return Status::InvalidArgument("reservations must be a reservation table in hex");
+    if (std::string p = Reservations::TimeProblem(AsBytes(table), now_s, kMostAheadS); !p.empty())
+      return Status::InvalidArgument("the reservation table holds " + p);
     out->reservations = std::move(table);
   }
   out->cfg = &biz->cfg;
@@ -456,9 +460,9 @@ constexpr uint32_t kRestoredSerialsSpread = 1u << 29;
 
 Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
   std::shared_ptr<const Map> map = SharedMap();
-  ParsedNode pn;
-  if (Status s = ParseNode(json_line, *map, &pn); !s.ok()) return s;
   const Now now = NowAt();
+  ParsedNode pn;
+  if (Status s = ParseNode(json_line, *map, now.s, &pn); !s.ok()) return s;
   const BizConfig& cfg = *pn.cfg;
   const bool table = !pn.reservations.empty() && cfg.res_cap != 0;
   bool written = false;
@@ -498,7 +502,7 @@ Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
 Status EngineImpl::CheckImport(std::string_view json_line) const {
   std::shared_ptr<const Map> map = SharedMap();
   ParsedNode pn;
-  return ParseNode(json_line, *map, &pn);
+  return ParseNode(json_line, *map, NowAt().s, &pn);
 }
 
 namespace {
@@ -547,7 +551,7 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
   items.reserve(n + 1);
   for (size_t i = 0; i < n; ++i) {
     ParsedNode& pn = nodes[i];
-    if (Status s = ParseNode(json_lines[i], *map, &pn); !s.ok()) {
+    if (Status s = ParseNode(json_lines[i], *map, now.s, &pn); !s.ok()) {
       const std::string msg = "node " + std::to_string(i + 1) + ": " + s.message();
       return s.IsNotFound() ? Status::NotFound(msg) : Status::InvalidArgument(msg);
     }

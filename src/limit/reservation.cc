@@ -144,6 +144,28 @@ int64_t Reservations::LastExpiry(const uint8_t* table, uint32_t bytes) {
   return last;
 }
 
+std::string Reservations::TimeProblem(std::span<const uint8_t> table, int64_t now_s, int64_t ahead_s) {
+  constexpr int64_t kLongest = kMaxReserveS + 1;
+  for (uint32_t i = 0; i < Cap(static_cast<uint32_t>(table.size())); ++i) {
+    const EntrySlot slot = EntryAt(table.data(), i);
+    const Entry e = slot.Load();
+    if (e.serial == 0) continue;
+    const std::string which = "reservation #" + std::to_string(e.serial);
+    if (!slot.Taken()) {
+      if (e.expires > now_s + ahead_s + kLongest)
+        return which + " (a settle kept before its take) that expires " + std::to_string(e.expires - now_s) +
+               " s after this machine's clock";
+      continue;
+    }
+    if (e.taken_s > now_s + ahead_s)
+      return which + " taken " + std::to_string(e.taken_s - now_s) + " s after this machine's clock";
+    if (e.expires > e.taken_s + kLongest)
+      return which + " that expires " + std::to_string(e.expires - e.taken_s) + " s after its take (at most " +
+             std::to_string(kLongest) + ")";
+  }
+  return {};
+}
+
 uint32_t Reservations::InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry, uint32_t* occupied) {
   uint32_t n = 0, busy = 0;
   int64_t first = 0;

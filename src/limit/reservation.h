@@ -52,6 +52,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "limit/lease_id.h"
@@ -93,6 +94,14 @@ struct Reservations {
   static uint32_t Sweep(uint8_t* table, uint32_t bytes, int64_t now_s);
   static uint32_t Held(const uint8_t* table, uint32_t bytes, int64_t now_s, std::span<Entry> out);
   static int64_t LastExpiry(const uint8_t* table, uint32_t bytes);
+  // What is wrong with the times of a table from outside (an import, a node
+  // another shard sent), "" when nothing: a reservation taken more than
+  // `ahead_s` after `now_s`, or one that expires more than kMaxReserveS + 1
+  // after it was taken (a settle kept ahead of its take: after now_s +
+  // ahead_s + kMaxReserveS + 1). Here every take is at the clock's now and
+  // expires at most that long after it; one from far ahead held its place
+  // until then (a year, found from outside).
+  static std::string TimeProblem(std::span<const uint8_t> table, int64_t now_s, int64_t ahead_s);
   // The entries in use (after a Sweep: those held) and the first of their
   // expiries (0: none), in one pass and without copying them; *occupied
   // (when given): those and the settles kept ahead (SettledAhead), every

@@ -118,24 +118,47 @@ void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, c
   }
 }
 
-std::string BlockProblem(Algo algo, std::span<const uint8_t> block) {
+std::string BlockProblem(Algo algo, std::span<const uint8_t> block, int64_t now_s) {
   constexpr uint32_t kMost = INT32_MAX;
   auto count_at = [&](size_t at, const char* what) -> std::string {
     const uint32_t v = Load32(block.data() + at);
     return v > kMost ? std::string(what) + " of " + std::to_string(v) + " (at most 2147483647)" : std::string();
   };
+  auto ahead = [&](int64_t t, const char* what) -> std::string {
+    if (t <= now_s + kMostAheadS) return {};
+    return std::string(what) + " " + std::to_string(t - now_s) + " s after this machine's clock (at most " +
+           std::to_string(kMostAheadS) + ": a clock that far ahead wrote it, or it was edited)";
+  };
   switch (algo) {
     case Algo::kFixed:
     case Algo::kCalendar:
       if (std::string p = count_at(8, "a count"); !p.empty()) return p;
-      return count_at(12, "a debt");
+      if (std::string p = count_at(12, "a debt"); !p.empty()) return p;
+      return ahead(Load32(block.data() + 4), "a window that starts");
     case Algo::kSliding:
-      if (block.size() != SlidingWindow::kApproxBytes || TagNarrow(Load32(block.data()))) return {};
-      for (size_t at = 8; at + 4 <= block.size(); at += 4)
-        if (std::string p = count_at(at, "a bucket's count"); !p.empty()) return p;
+      if (block.size() == SlidingWindow::kApproxBytes && !TagNarrow(Load32(block.data())))
+        for (size_t at = 8; at + 4 <= block.size(); at += 4)
+          if (std::string p = count_at(at, "a bucket's count"); !p.empty()) return p;
+      return ahead(SlidingWindow::NewestS(block), "a use counted");
+    case Algo::kTokenBucket: {
+      const int64_t tat_ms =
+          static_cast<int64_t>(uint64_t{Load32(block.data() + 4)} | uint64_t{Load32(block.data() + 8) & 0xffff} << 32);
+      // A set may put the refill as far as kMaxAheadMs ahead (a count of
+      // up to 2^31 - 1 at a slow rate): only past that is it refused.
+      if (tat_ms <= (now_s + kMostAheadS) * 1000 + TokenBucket::kMaxAheadMs) return {};
+      return "a refill that ends " + std::to_string(tat_ms / 1000 - now_s) + " s after this machine's clock (at most " +
+             std::to_string(TokenBucket::kMaxAheadMs / 1000) + ", as far as a set puts it)";
+    }
+    case Algo::kConcurrency: {
+      if (std::string p = ahead(Concurrency::BaseS(block), "leases timed from a second"); !p.empty()) return p;
+      const int64_t longest = Concurrency::LongestHoldS(block), most = int64_t{TagInterval(Load32(block.data()))} + 1;
+      if (longest > most)
+        return "a lease that holds " + std::to_string(longest) +
+               " s (at most the rule's lease + 1 s: " + std::to_string(most) + ")";
       return {};
-    default: return {};
+    }
   }
+  return {};
 }
 
 namespace {

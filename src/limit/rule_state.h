@@ -41,13 +41,25 @@ void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t coun
 int64_t ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now);
 void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
 
+// How far after this machine's clock (`now_s`) a time in a block from
+// outside may lie: an export, or a shard's node, written by a clock that
+// runs ahead of this one by less is taken as it is.
+inline constexpr int64_t kMostAheadS = 3600;
+
 // What is wrong with a block that came from outside (an import, a node
 // another shard sent) beside its tag, which the caller checked: "" when
 // nothing. The counts of fixed and calendar windows (count and debt) and
 // of the sliding window's buckets are 0..2147483647, as a set's count is:
 // a debt of 2^31 imported made a key's limit 0 for its window (found from
-// outside). The other blocks' fields are bounded where they are read.
-std::string BlockProblem(Algo algo, std::span<const uint8_t> block);
+// outside). A window's start, a sliding window's newest use and a
+// concurrency rule's base lie at most kMostAheadS after now_s, a lease at
+// most its rule's lease + 1 s after that base, and a token bucket's refill
+// at most as far ahead as a set can put it: each holds its state until the
+// clock reaches that time (a clock behind a block is held at it), so a
+// window imported a year ahead denied its key, and a lease held its place,
+// for that year (found from outside). The other blocks' fields are bounded
+// where they are read.
+std::string BlockProblem(Algo algo, std::span<const uint8_t> block, int64_t now_s);
 
 // Handoff: folds `incoming`, a block in `spec`'s layout counted for the same
 // key on another shard, into `block` so that neither side's recorded uses are

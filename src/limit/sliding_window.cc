@@ -268,6 +268,16 @@ int64_t SlidingWindow::ExpireS(const RuleSpec& spec, const uint8_t* block) {
   return v.newest > 0 ? (v.newest + 1) * BucketWidth(spec.interval) + spec.interval - 1 : 0;
 }
 
+int64_t SlidingWindow::NewestS(std::span<const uint8_t> block) {
+  if (block.size() < kBlockUnit || Load32(block.data()) == 0) return 0;
+  if (BytesAreExact(static_cast<uint32_t>(block.size()))) {
+    // The largest, not the last: a block from outside may not be in order.
+    const ExactView v = ExactView::Load(block.data(), static_cast<uint32_t>(block.size()));
+    return v.used > 0 ? *std::max_element(v.ts, v.ts + v.used) : 0;
+  }
+  return BucketView::Load(block.data()).newest * BucketWidth(TagInterval(Load32(block.data())));
+}
+
 void SlidingWindow::Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out) {
   int64_t t = ClampedNow(spec, block, now);
   Counted k = CountAt(spec, block, t, 1);

@@ -49,6 +49,10 @@ struct SlidingWindow {
   static void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
+  // The second of the newest use `block` (any sliding layout, its own tag
+  // saying which) holds: the second its newest bucket begins, when
+  // bucketed; 0 when it holds none.
+  static int64_t NewestS(std::span<const uint8_t> block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
   // Handoff: exact blocks keep the newest `max` of both shards' uses in the
   // window (the older ones could not change a verdict while those are in

@@ -19,6 +19,7 @@
 #include "limit/alloc_count.h"
 #include "limit/lease_id.h"
 #include "limit/rule_harness.h"
+#include "limit/rule_state.h"
 #include "store/format.h"
 
 namespace frs {
@@ -493,6 +494,81 @@ TEST_F(EngineTest, AnImportedCountOutOfRangeIsRefused) {
   std::string most = line;
   most.replace(fixed + 16, 8, "ffffff7f");  // 2^31 - 1: a count a set may write
   EXPECT_TRUE(e->CheckImport(most).ok());
+}
+
+TEST_F(EngineTest, AnImportedTimeFarAheadIsRefused) {
+  // Found from outside: a fixed window, a calendar window, a sliding
+  // window's use, a lease's base and a reservation imported a year ahead
+  // were taken, and held their key (denied, or a place taken) for that
+  // year: a clock behind a block is held at it. Here the export is made,
+  // then the clock goes back: the export's times lie ahead of it.
+  auto e = EngineFor(R"(<map>
+    <biz id="1" name="fx"><rule interval="60" max="5"/></biz>
+    <biz id="2" name="cal"><rule algo="calendar" interval="86400" max="3"/></biz>
+    <biz id="3" name="narrow"><rule algo="sliding" interval="3600" max="5"/></biz>
+    <biz id="4" name="buckets"><rule algo="sliding" interval="600" max="50"/></biz>
+    <biz id="5" name="wide"><rule algo="sliding" interval="172800" max="3"/></biz>
+    <biz id="6" name="cc"><rule algo="concurrency" max="3" lease="30"/></biz>
+    <biz id="7" name="tb"><rule algo="token_bucket" interval="1" max="10" burst="20"/></biz>
+    <biz id="8" name="plain_tb"><rule algo="token_bucket" interval="1" max="10" burst="20"/></biz>
+  </map>)");
+  for (const char* biz : {"fx", "cal", "narrow", "buckets", "wide", "cc", "plain_tb"})
+    ASSERT_TRUE(Do(*e, Cmd::kAcquire, biz, "k").allowed) << biz;
+  ASSERT_TRUE(e->Execute(Request{.cmd = Cmd::kAcquire, .biz = "tb", .key = "k", .n = 3, .reserve = 60}).allowed);
+  std::map<std::string, std::string> line_of;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& n) {
+    const std::string line = e->ExportNode(n).value();
+    const size_t at = line.find("\"biz_name\":\"") + 12;
+    line_of[line.substr(at, line.find('"', at) - at)] = line;
+                      })
+                  .ok());
+  ASSERT_EQ(line_of.size(), 8u);
+  const std::map<std::string, std::string> says = {
+      {"fx", "a fixed rule's state holds a window that starts "},
+      {"cal", "a calendar rule's state holds a window that starts "},
+      {"narrow", "a sliding rule's state holds a use counted "},
+      {"buckets", "a sliding rule's state holds a use counted "},
+      {"wide", "a sliding rule's state holds a use counted "},
+      {"cc", "a concurrency rule's state holds leases timed from a second "},
+      {"tb", "the reservation table holds reservation #1 taken "},
+  };
+  // Within the hour a clock may run ahead: taken.
+  clock_.Advance(-(limit::kMostAheadS - 60) * 1000);
+  for (const auto& [biz, line] : line_of) EXPECT_TRUE(e->CheckImport(line).ok()) << biz;
+  // Two days ahead (the calendar window began at midnight): refused, the
+  // store unchanged; a token bucket's refill a set can put that far is not.
+  clock_.Advance(-2 * 86400 * 1000);
+  for (const auto& [biz, line] : line_of) {
+    const Status s = e->CheckImport(line);
+    if (biz == "plain_tb") {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      continue;
+    }
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << biz;
+    EXPECT_NE(s.message().find(says.at(biz)), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find(" s after this machine's clock"), std::string::npos) << s.ToString();
+    EXPECT_EQ(e->ImportNode(line).status().code(), Status::Code::kInvalidArgument) << biz;
+  }
+  clock_.Advance((2 * 86400 + limit::kMostAheadS - 60) * 1000);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "fx", "k").count, 1);
+  // Times no write here makes, found by their length: a lease that holds
+  // past its rule's lease + 1 s, a reservation that expires more than
+  // 65,535 s after its take.
+  std::string cc = line_of["cc"];
+  const size_t state = cc.find("\"state\":\"") + 9;
+  cc.replace(state + 2 * (16 + 4 * 8), 4, "ffff");  // the first place's expiry offset: 65,535 s
+  Status s = e->CheckImport(cc);
+  EXPECT_NE(s.message().find("a lease that holds 65535 s (at most the rule's lease + 1 s: 31)"), std::string::npos)
+      << s.ToString();
+  std::string tb = line_of["tb"];
+  const size_t table = tb.find("\"reservations\":\"") + 16;
+  tb.replace(table + 2 * (16 + 12), 8, "ffffff7f");  // the first entry's expiry: 2^31 - 1
+  s = e->CheckImport(tb);
+  EXPECT_NE(s.message().find("reservation #1 that expires "), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(" s after its take (at most 65535)"), std::string::npos) << s.ToString();
 }
 
 TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
