@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frs/status.h"
@@ -37,5 +38,12 @@ Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files, bo
 // function frsd's start and `frsd -t` compose it with, so a tool names a
 // descriptor's biz as frsd counts it.
 Result<std::string> ServedMapText(const std::string& srv_xml);
+
+// What <grpc config> added to a map ServedMapText (or frsd) composed: the
+// bizzes of Envoy's descriptors, from the line that precedes them to the
+// </map> after them; empty when it added none. Two maps whose map.xml
+// differs, in layout or in bizzes, have the same part when their Envoy
+// configurations (and the ids given to them) are the same.
+std::string_view EnvoyPartOf(std::string_view served_map_text);
 
 }  // namespace frs

@@ -504,7 +504,7 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
   }
   std::string out;
   out.reserve(map_xml.size() + rules.limits().size() * 200);
-  const std::string bizzes = "<!-- <grpc config>: Envoy's descriptors -->\n" + rules.MapXmlBizzes();
+  const std::string bizzes = std::string(kComposedMarker) + rules.MapXmlBizzes();
   if (const size_t end = ClosingMapTag(map_xml); end != std::string_view::npos) {
     out.append(map_xml.substr(0, end));
     out += bizzes;

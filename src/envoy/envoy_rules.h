@@ -203,6 +203,8 @@ std::string RuleNameOf(const CompiledLimit& l);
 // a biz in the reserved id range or named envoy.*: the two would share
 // counters.
 Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_path, const EnvoyRules& rules);
+// The line ComposeMap puts before Envoy's bizzes.
+inline constexpr std::string_view kComposedMarker = "<!-- <grpc config>: Envoy's descriptors -->\n";
 
 // The counter key of a descriptor: its entries as envoyproxy/ratelimit
 // builds its cache key (key_value pairs joined by '_'), without the domain

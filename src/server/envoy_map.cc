@@ -130,4 +130,13 @@ Result<std::string> ServedMapText(const std::string& srv_xml) {
   return std::move(composed->map_text);
 }
 
+std::string_view EnvoyPartOf(std::string_view served_map_text) {
+  // The last marker: ComposeMap puts it right before map.xml's closing tag,
+  // so a copy of the line in a comment of map.xml's bizzes is passed over.
+  const size_t at = served_map_text.rfind(envoy::kComposedMarker);
+  if (at == std::string_view::npos) return {};
+  const size_t end = served_map_text.find("</map>", at);
+  return served_map_text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+}
+
 }  // namespace frs

@@ -111,6 +111,30 @@ class UpstreamReload(unittest.TestCase):
         self.assertTrue(f.reloaded(lambda: f.write_yaml("a.yaml", domain("a", 6))), f.log())
         self.assertEqual(self.limit_becomes("a", 6), 6, self.frsd.log())
 
+    def test_frsctl_blames_map_xml_alone_for_a_change_of_map_xml(self):
+        # map.xml edited on disk (a reload would apply it; frsd runs the one
+        # it loaded) with <grpc config> unchanged: frsctl said that <grpc
+        # config> differed from what frsd runs too, even for a change of
+        # layout alone.
+        f = self.frsd
+        with open(f.path("map.xml")) as src:
+            loaded = src.read()
+        try:
+            with open(f.path("map.xml"), "w") as out:
+                out.write(loaded.replace("<map>", "<map >", 1) + "\n<!-- edited -->\n")
+            r = subprocess.run(
+                [os.environ["FRSCTL"], "-c", f.path("srv.xml"), "explain", "envoy.a.k", "x"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        finally:
+            with open(f.path("map.xml"), "w") as out:
+                out.write(loaded)
+        self.assertIn("map.xml is not the map frsd (pid", r.stderr)
+        self.assertNotIn("<grpc config> as it is on disk", r.stderr)
+        self.assertNotIn("unknown biz", r.stderr)
+
     def test_a_configmap_data_swap_is_one_reload(self):
         f = self.frsd
 

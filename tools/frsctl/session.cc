@@ -107,7 +107,9 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
                    "loaded before (its log says so), which is shown\n",
                    WhatDoesNotLoad(*s, served.status()).c_str(), served.status().message().c_str(),
                    static_cast<long long>(rc.pid));
-    else if (MapDigest(*served) != MapDigest(rc.map_text))
+    // Envoy's part alone: map.xml changed on disk (said above) changes the
+    // rest, and a change in its layout only was said here too.
+    else if (EnvoyPartOf(*served) != EnvoyPartOf(rc.map_text))
       std::fprintf(stderr,
                    "frsctl: <grpc config> as it is on disk is not what frsd (pid %lld) runs (changed a moment ago, "
                    "or refused: frsd's log says which); showing what frsd runs\n",
