@@ -266,12 +266,12 @@ void Handler::AppendReplicaRefused(bool down, std::string* out) {
         headers, out);
     return;
   }
-  // The link may have failed at once (refused, reset) or timed out: the
-  // words fit both.
+  // The link may have failed at once (refused, reset), timed out, or dropped
+  // the change from a full backlog: the words fit each.
   AppendBare503(
-      "<response code=\"503\" msg=\"the other holder of this route did not take the change (its link is down, or it "
-      "did not answer within replica_timeout_ms), and &lt;cluster on_replica_down=&quot;refuse&quot;&gt;: the use is "
-      "counted here\"/>\n",
+      "<response code=\"503\" msg=\"the other holder of this route did not take the change (its link is down, it "
+      "did not answer within replica_timeout_ms, or the link's backlog was full), and &lt;cluster "
+      "on_replica_down=&quot;refuse&quot;&gt;: the use is counted here\"/>\n",
       headers, out);
 }
 

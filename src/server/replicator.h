@@ -96,6 +96,9 @@ struct ReplicaOptions {
   // How the shards' names are looked up (unset: getaddrinfo, off the
   // loop: server/host_resolver.h); tests give their own.
   HostResolver::LookupFn lookup;
+  // The most changes a link keeps (0: Replicator::kMaxBacklog); tests give
+  // fewer.
+  size_t max_backlog = 0;
 };
 
 class Replicator final : public ChangeSink {
@@ -174,10 +177,11 @@ class Replicator final : public ChangeSink {
   // (refuse), or they were judged on a copy without the other holder's
   // alone uses (Behind, NoteAloneApplied).
   uint64_t RefusedThrough(uint64_t mask) const;
-  // Whether answers refused on the links in `mask` were refused for a link
-  // down under refuse, not for a copy behind the other holder (the 503's
-  // words).
-  bool RefusedForDown(uint64_t mask) const;
+  // Whether the answer of `ticket` refused on the links in `mask` was
+  // refused because its change did not reach the other holder (a link down
+  // under refuse, or its change dropped from a full backlog), not for a
+  // copy behind the other holder (the 503's words).
+  bool RefusedForDown(uint64_t mask, uint64_t ticket) const;
 
   // The shard (ring index) that holds route `pos` beside this one: the
   // successor when this shard owns it, the owner when this shard is its
@@ -409,6 +413,9 @@ class Replicator final : public ChangeSink {
     long alone_seen_as = -2;                  // retired: the number of its last look (NoteAloneAppliedRetired)
     uint64_t told_behind_seen = 0;            // ReplicaShared::told_behind[shard] at the last look
     uint64_t learnt_behind_seen = 0;          // ReplicaShared::learnt_behind[shard] at the last look
+    // Under refuse, the last change dropped from the full backlog that was
+    // not answered alone: an answer held for it is refused (RefusedForDown).
+    uint64_t dropped_through = 0;
     // Held answers waiting on this link with a ticket up to this are
     // refused (RefusedThrough).
     uint64_t refused_through = 0;

@@ -570,7 +570,7 @@ bool Worker::StillHeld(Connection* c, const Replicator& r) {
   repl_flag_[static_cast<size_t>(c->fd())] = 0;
   if (ticket <= refused) {
     std::string answer;
-    Handler::AppendReplicaRefused(r.RefusedForDown(c->ReplicaLinks()), &answer);
+    Handler::AppendReplicaRefused(r.RefusedForDown(c->ReplicaLinks(), ticket), &answer);
     c->RefuseReplica(answer);
     if (counters_) CounterAdd(counters_->replica.refused);
   } else {

@@ -246,5 +246,45 @@ TEST_F(ReplicatorPrevious, AnEarlierBuildsRefusalOfTheParameterSendsTheBatchAgai
   EXPECT_TRUE(Down());
 }
 
+// A link whose backlog is full drops its oldest change. One not answered
+// alone may have a sync answer held for it: SafeThrough then passes its
+// ticket, which read as the other holder's acknowledgement, and under
+// refuse that answer went out as a 200 for a change the other holder never
+// gets. 4 changes make the backlog full here (ReplicaOptions::max_backlog).
+class ReplicatorFullBacklog : public frs::testing::ReplicatorFixture {
+ protected:
+  uint64_t Use() {
+    repl_->OnChange(Change{Change::Kind::kAdd, 1, "key:" + std::to_string(uses_++), 0, false, 1, UnixMs()});
+    return repl_->noted();
+  }
+  int uses_ = 0;
+};
+
+TEST_F(ReplicatorFullBacklog, UnderRefuseTheAnswerHeldForADroppedChangeIsRefused) {
+  Open([](ReplicaOptions& o) {
+    o.refuse = true;
+    o.max_backlog = 4;
+  });
+  const uint64_t first = Use();
+  const uint64_t second = Use();
+  Use();
+  Use();
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), 0u);
+  Use();  // the fifth: the first is dropped
+  EXPECT_EQ(repl_->QueuedChanges(), 4u);
+  ASSERT_FALSE(repl_->Links().at(0).down);
+  EXPECT_GE(repl_->SafeThrough(), first);
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), first);
+  EXPECT_TRUE(repl_->RefusedForDown(~uint64_t{0}, first));  // "did not take the change"
+  EXPECT_FALSE(repl_->RefusedForDown(~uint64_t{0}, second));
+}
+
+TEST_F(ReplicatorFullBacklog, UnderServeItGoesOutAsWhenTheLinkIsDown) {
+  Open([](ReplicaOptions& o) { o.max_backlog = 4; });
+  for (int i = 0; i < 5; ++i) Use();
+  EXPECT_EQ(repl_->QueuedChanges(), 4u);
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), 0u);
+}
+
 }  // namespace
 }  // namespace frs::server
