@@ -202,9 +202,22 @@ class Handler {
   std::vector<std::pair<uint32_t, size_t>> BizzesNotInMap(std::span<const Change> changes, size_t skip);
   // The changes of the bizzes `unknown` (BizzesNotInMap's), from change
   // `skip` on: kept aside (replica_park.h) in `park` for the reload that
-  // brings them, and said at most once a minute.
-  void KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q,
-                          std::span<const std::pair<uint32_t, size_t>> unknown, const Result<os::UniqueFd>& park);
+  // brings them, before the batch is applied (KeepChangesOfNoBiz says why);
+  // what was kept, and what not, counted and said (at most once a minute)
+  // by NoteChangesOfNoBiz once the batch is applied, or taken out of the
+  // file again (`size_before`) by UnkeepChangesOfNoBiz when it is not.
+  struct KeptOfNoBiz {
+    size_t kept = 0, unkept = 0, failed = 0;
+    uint32_t failed_biz = 0;
+    std::string why;
+    int64_t size_before = -1;  // the file's length before the records (-1: not known, nothing written)
+  };
+  KeptOfNoBiz KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q,
+                                 std::span<const std::pair<uint32_t, size_t>> unknown,
+                                 const Result<os::UniqueFd>& park);
+  void NoteChangesOfNoBiz(const KeptOfNoBiz& k, const ReplicateQuery& q,
+                          std::span<const std::pair<uint32_t, size_t>> unknown);
+  void UnkeepChangesOfNoBiz(const KeptOfNoBiz& k, const Result<os::UniqueFd>& park);
   // Its forms, once the sender is known to be another shard of this
   // <cluster> (`peer`: its index in the ring the request is of), which runs
   // this shard's list, the one before it, or the one after it.

@@ -20,12 +20,16 @@
 // the token never crosses the network; frsctl and curl send it as
 // Authorization: Bearer T (or token= in the query). A change of counts is
 // an admin's act.
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "frs/ring.h"
@@ -500,34 +504,57 @@ std::vector<std::pair<uint32_t, size_t>> Handler::BizzesNotInMap(std::span<const
 // biz). Dropped, they left this copy short of that biz's uses until their
 // windows ended, and a failover after the rollout granted them again (10
 // of 5 from outside): kept aside instead, one record per biz, for the
-// reload that brings it (TakeParkedChanges). Only once the batch is
-// applied here: kept before, a batch refused after (503) or taken before
-// by a worker that has the biz (a lost acknowledgement, sent again) would
-// count them twice. `park`, the file, was locked before the apply
-// (LockParked says why). A worker killed between the two loses them, as an
-// acknowledgement lost there loses nothing else.
-void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q,
-                                 std::span<const std::pair<uint32_t, size_t>> unknown,
-                                 const Result<os::UniqueFd>& park) {
+// reload that brings it (TakeParkedChanges). Written before the batch is
+// applied, in the file locked since (LockParked says why), and taken out
+// again when it is not applied (refused, or applied before: the first
+// apply kept its own), so that they count once. A worker killed between
+// the records and the apply leaves them for a batch not applied here,
+// which its sender sends again: the take's receipt per biz and stream
+// applies the two records of one seq once (counted twice only when a
+// worker that already has the biz applies the batch sent again: more,
+// never less). Written after the apply, as they were, a worker killed
+// between the two lost them, the batch acknowledged by then.
+Handler::KeptOfNoBiz Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q,
+                                                 std::span<const std::pair<uint32_t, size_t>> unknown,
+                                                 const Result<os::UniqueFd>& park) {
   // Not kept: an admin's set, delete or reset (ParkChanges leaves them
   // out: the copy counts more, never less), or everything when the file
   // takes nothing (full, an I/O error: those uses are missing here).
-  size_t kept = 0, unkept = 0, failed = 0;
-  uint32_t failed_biz = 0;
-  std::string why;
+  KeptOfNoBiz out;
+  struct stat st;
+  if (park.ok() && ::fstat(park.value().get(), &st) == 0) out.size_before = st.st_size;
   for (const auto& [biz, n] : unknown) {
     size_t k = 0;
-    const Status s = !park.ok() ? park.status()
-                                : ParkChanges(park.value(), opts_.park_path, biz, q.stream, q.seq,
-                                              changes.subspan(skip), ::time(nullptr), &k);
-    kept += k;
+    const Status s = !park.ok()            ? park.status()
+                     : out.size_before < 0 ? Status::IOError("cannot stat " + opts_.park_path)
+                                           : ParkChanges(park.value(), opts_.park_path, biz, q.stream, q.seq,
+                                                         changes.subspan(skip), ::time(nullptr), &k);
+    out.kept += k;
     if (s.ok()) {
-      unkept += n - k;
+      out.unkept += n - k;
     } else {
-      failed += n, failed_biz = biz;
-      if (why.empty()) why = s.message();
+      out.failed += n, out.failed_biz = biz;
+      if (out.why.empty()) out.why = s.message();
     }
   }
+  return out;
+}
+
+void Handler::UnkeepChangesOfNoBiz(const KeptOfNoBiz& k, const Result<os::UniqueFd>& park) {
+  if (k.size_before < 0 || !park.ok()) return;
+  // Left, they are the records of a batch not applied (as a worker killed
+  // before its apply leaves them): the sender's next try keeps its own.
+  // With none kept, what a failed write left goes too.
+  if (::ftruncate(park.value().get(), static_cast<off_t>(k.size_before)) != 0)
+    FRS_LOG("replicas: the changes kept aside in %s for a batch not applied could not be taken out again: %s",
+            opts_.park_path.c_str(), std::strerror(errno));
+}
+
+void Handler::NoteChangesOfNoBiz(const KeptOfNoBiz& k, const ReplicateQuery& q,
+                                 std::span<const std::pair<uint32_t, size_t>> unknown) {
+  const size_t kept = k.kept, unkept = k.unkept, failed = k.failed;
+  const uint32_t failed_biz = k.failed_biz;
+  const std::string& why = k.why;
   if (counters_) {
     CounterAdd(counters_->replica.parked, kept);
     CounterAdd(counters_->replica.skipped_no_biz, failed + unkept);
@@ -678,9 +705,13 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
       return;
     }
   }
+  // Kept aside before the apply (KeepChangesOfNoBiz says why).
+  KeptOfNoBiz kept;
+  if (park) kept = KeepChangesOfNoBiz(changes, skip, q, unknown, *park);
   auto applied = engine_->ApplyChanges(changes, q.stream, q.seq, skip);
   claim.reset();
   mark.reset();
+  if (park && !(applied.ok() && applied.value())) UnkeepChangesOfNoBiz(kept, *park);
   if (!applied.ok()) {
     const Status& s = applied.status();
     TextBody(s.code() == Status::Code::kInvalidArgument || s.IsNotFound() ? 400 : 503, "/replicate: " + s.message(),
@@ -691,7 +722,7 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
     else CounterAdd(counters_->replica.duplicates);
   }
-  if (applied.value() && park) KeepChangesOfNoBiz(changes, skip, q, unknown, *park);
+  if (applied.value() && park) NoteChangesOfNoBiz(kept, q, unknown);
   // Uses the sender answered alone are here now: each worker refuses the
   // answers it holds on the side they change, judged without them
   // (Replicator::NoteAloneApplied). Released after the store took them,

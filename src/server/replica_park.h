@@ -8,7 +8,8 @@
 // changes: its copy then stayed short of that biz's uses until their windows
 // ended, and a failover after the rollout granted them again (10 of 5 from
 // outside). Now the receiving worker appends them here, one record per biz
-// and batch, and every worker after a reload (and at its start) applies the
+// and batch, before it applies the batch (and takes them out again when it
+// does not apply it: Handler::KeepChangesOfNoBiz), and every worker after a reload (and at its start) applies the
 // records whose biz its map now has, each under a receipt of its own
 // ("park/BIZ/HASH" at the batch's seq), so a record applied and then taken
 // again (its taker killed before it rewrote the file) counts once. A record
@@ -68,8 +69,8 @@ struct ParkedBatch {
 };
 
 // The file opened and locked (an flock) for one batch's records: taken
-// before the batch is applied and held until its records are written. A
-// take applies the records in file order, each biz and stream under one
+// before they are written and held until the batch is applied (or they are
+// taken out again: it was not). A take applies the records in file order, each biz and stream under one
 // receipt that keeps the highest seq applied, so the records of a stream
 // must be in the file in the order their batches were applied: one written
 // after a later one of its stream (its worker slow between the two steps)
