@@ -266,8 +266,8 @@ void Handler::AppendReplicaRefused(bool down, std::string* out) {
         headers, out);
     return;
   }
-  // The link may have failed at once (refused, reset), timed out, or dropped
-  // the change from a full backlog: the words fit each.
+  // The link may have failed at once (refused, reset), timed out, or gone
+  // down for a full backlog (Replicator::FailOverfull): the words fit each.
   AppendBare503(
       "<response code=\"503\" msg=\"the other holder of this route did not take the change (its link is down, it "
       "did not answer within replica_timeout_ms, or the link's backlog was full), and &lt;cluster "

@@ -293,20 +293,13 @@ void Replicator::OnChange(const Change& c) {
   bool as_successor = false;
   Link* l = LinkFor(OtherHolder(pos, &as_successor));
   if (l == nullptr) return;  // served for a route this shard does not hold (enforce="0")
-  if (l->queue.size() >= (opts_.max_backlog != 0 ? opts_.max_backlog : kMaxBacklog)) {
+  if (l->queue.size() >= MaxBacklog() && opts_.refuse && !l->down) {
+    l->overfull = true;  // kept: the link goes down at the turn's end (FailOverfull)
+  } else if (l->queue.size() >= MaxBacklog()) {
     // Oldest first: what the other holder misses is the oldest uses, which
     // their windows forget first.
     if (l->inflight > 0) --l->inflight;
-    const uint64_t dropped = l->queue.front().id;
     l->queue.pop_front();
-    // Not answered alone: an answer may be held for it (sync), and
-    // SafeThrough, past it now, would release that as taken by the other
-    // holder, which never gets it. Under refuse it is refused, as when a
-    // link goes down; under serve it goes out, as then.
-    if (opts_.refuse && dropped > l->down_through) {
-      l->dropped_through = dropped;
-      l->refused_through = std::max(l->refused_through, dropped);
-    }
     if (l->journaled) journal_.Dropped(IndexOf(*l));
     if (counters_) CounterAdd(counters_->dropped);
     if (uint64_t n = 0; l->dropped_log.Note(MonoNsNow(), &n))
@@ -357,11 +350,23 @@ uint64_t Replicator::RefusedThrough(uint64_t mask) const {
   return refused;
 }
 
-bool Replicator::RefusedForDown(uint64_t mask, uint64_t ticket) const {
+bool Replicator::RefusedForDown(uint64_t mask) const {
   if (!opts_.refuse) return false;
   for (size_t i = 0; i < links_.size(); ++i)
-    if ((mask >> i & 1) && (links_[i].down || ticket <= links_[i].dropped_through)) return true;
+    if ((mask >> i & 1) && links_[i].down) return true;
   return false;
+}
+
+void Replicator::FailOverfull(int64_t now_ns) {
+  for (Link& l : links_) {
+    if (!l.overfull) continue;
+    l.overfull = false;
+    if (!l.down && l.queue.size() >= MaxBacklog())
+      Fail(l,
+           "it has not taken " + std::to_string(l.queue.size()) +
+               " change(s), the most a link keeps: it does not keep up with this shard",
+           now_ns);
+  }
 }
 
 uint64_t Replicator::SafeThrough(uint64_t mask) const {

@@ -177,11 +177,19 @@ class Replicator final : public ChangeSink {
   // (refuse), or they were judged on a copy without the other holder's
   // alone uses (Behind, NoteAloneApplied).
   uint64_t RefusedThrough(uint64_t mask) const;
-  // Whether the answer of `ticket` refused on the links in `mask` was
-  // refused because its change did not reach the other holder (a link down
-  // under refuse, or its change dropped from a full backlog), not for a
-  // copy behind the other holder (the 503's words).
-  bool RefusedForDown(uint64_t mask, uint64_t ticket) const;
+  // Whether answers refused on the links in `mask` were refused for a link
+  // down under refuse, not for a copy behind the other holder (the 503's
+  // words).
+  bool RefusedForDown(uint64_t mask) const;
+  // Under refuse, a live link whose backlog reached the bound
+  // (ReplicaOptions::max_backlog) goes down now, as one that does not
+  // answer: its held answers are refused, its routes answer 503 until it
+  // has taken its backlog. Dropping its oldest change, as serve does, moved
+  // SafeThrough past it, and an answer held for it went out as taken by a
+  // holder that never gets it. Called once the answers the turn's
+  // acknowledgements released have gone out (Worker::ReplicaTurn): those
+  // are not refused.
+  void FailOverfull(int64_t now_ns);
 
   // The shard (ring index) that holds route `pos` beside this one: the
   // successor when this shard owns it, the owner when this shard is its
@@ -413,9 +421,9 @@ class Replicator final : public ChangeSink {
     long alone_seen_as = -2;                  // retired: the number of its last look (NoteAloneAppliedRetired)
     uint64_t told_behind_seen = 0;            // ReplicaShared::told_behind[shard] at the last look
     uint64_t learnt_behind_seen = 0;          // ReplicaShared::learnt_behind[shard] at the last look
-    // Under refuse, the last change dropped from the full backlog that was
-    // not answered alone: an answer held for it is refused (RefusedForDown).
-    uint64_t dropped_through = 0;
+    // Under refuse, its backlog reached the bound while it was up
+    // (FailOverfull).
+    bool overfull = false;
     // Held answers waiting on this link with a ticket up to this are
     // refused (RefusedThrough).
     uint64_t refused_through = 0;
@@ -423,6 +431,7 @@ class Replicator final : public ChangeSink {
 
   std::vector<std::pair<std::string, std::string>> newly_down_;  // TakeNewlyDown
   Link* LinkFor(long shard);
+  size_t MaxBacklog() const { return opts_.max_backlog != 0 ? opts_.max_backlog : kMaxBacklog; }
   // The head of l's queue answered while it was down (serve): up to
   // down_through.
   size_t AloneInQueue(const Link& l) const;

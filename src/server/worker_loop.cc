@@ -570,7 +570,7 @@ bool Worker::StillHeld(Connection* c, const Replicator& r) {
   repl_flag_[static_cast<size_t>(c->fd())] = 0;
   if (ticket <= refused) {
     std::string answer;
-    Handler::AppendReplicaRefused(r.RefusedForDown(c->ReplicaLinks(), ticket), &answer);
+    Handler::AppendReplicaRefused(r.RefusedForDown(c->ReplicaLinks()), &answer);
     c->RefuseReplica(answer);
     if (counters_) CounterAdd(counters_->replica.refused);
   } else {
@@ -581,6 +581,13 @@ bool Worker::StillHeld(Connection* c, const Replicator& r) {
 
 void Worker::ReplicaTurn(int64_t now) {
   repl_->Pump(now);
+  ReleaseHeld(now);
+  // Once the answers this turn's acknowledgements released are out: a link
+  // failed before would have refused them too.
+  repl_->FailOverfull(now);
+}
+
+void Worker::ReleaseHeld(int64_t now) {
   if (repl_wait_.empty()) return;
   size_t kept = 0;
   for (size_t i = 0; i < repl_wait_.size(); ++i) {

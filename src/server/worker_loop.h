@@ -95,6 +95,9 @@ class Worker {
   // other holders have acknowledged (refuse: answer 503 for those a lost
   // link leaves unacknowledged).
   void ReplicaTurn(int64_t now);
+  // ReplicaTurn's release: every held connection whose answers are now safe
+  // (or refused) goes on.
+  void ReleaseHeld(int64_t now);
   // The replicators of earlier lists, and those delivering an earlier
   // stop's spool files: each delivers what it holds, then goes. A drain that delivers nothing for kDrainStallNs is
   // logged once as stalled, and once more when it moves again.

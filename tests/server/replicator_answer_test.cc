@@ -246,11 +246,13 @@ TEST_F(ReplicatorPrevious, AnEarlierBuildsRefusalOfTheParameterSendsTheBatchAgai
   EXPECT_TRUE(Down());
 }
 
-// A link whose backlog is full drops its oldest change. One not answered
-// alone may have a sync answer held for it: SafeThrough then passes its
-// ticket, which read as the other holder's acknowledgement, and under
-// refuse that answer went out as a 200 for a change the other holder never
-// gets. 4 changes make the backlog full here (ReplicaOptions::max_backlog).
+// A link whose backlog is full drops its oldest change (serve). One not
+// answered alone may have a sync answer held for it: SafeThrough then
+// passes its ticket, which read as the other holder's acknowledgement, and
+// under refuse that answer went out as a 200 for a change the other holder
+// never gets. Under refuse the link goes down instead, at the turn's end
+// (FailOverfull). 4 changes make the backlog full here
+// (ReplicaOptions::max_backlog).
 class ReplicatorFullBacklog : public frs::testing::ReplicatorFixture {
  protected:
   uint64_t Use() {
@@ -260,29 +262,30 @@ class ReplicatorFullBacklog : public frs::testing::ReplicatorFixture {
   int uses_ = 0;
 };
 
-TEST_F(ReplicatorFullBacklog, UnderRefuseTheAnswerHeldForADroppedChangeIsRefused) {
+TEST_F(ReplicatorFullBacklog, UnderRefuseTheLinkGoesDownAndItsHeldAnswersAreRefused) {
   Open([](ReplicaOptions& o) {
     o.refuse = true;
     o.max_backlog = 4;
   });
-  const uint64_t first = Use();
-  const uint64_t second = Use();
-  Use();
-  Use();
-  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), 0u);
-  Use();  // the fifth: the first is dropped
-  EXPECT_EQ(repl_->QueuedChanges(), 4u);
-  ASSERT_FALSE(repl_->Links().at(0).down);
-  EXPECT_GE(repl_->SafeThrough(), first);
-  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), first);
-  EXPECT_TRUE(repl_->RefusedForDown(~uint64_t{0}, first));  // "did not take the change"
-  EXPECT_FALSE(repl_->RefusedForDown(~uint64_t{0}, second));
+  for (int i = 0; i < 5; ++i) Use();
+  EXPECT_EQ(repl_->QueuedChanges(), 5u);  // nothing dropped
+  EXPECT_EQ(repl_->SafeThrough(), 0u);
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), 0u);  // not before the turn's released answers went
+  repl_->FailOverfull(MonoNs());
+  ASSERT_TRUE(repl_->Links().at(0).down);
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), repl_->noted());
+  EXPECT_TRUE(repl_->RefusedForDown(~uint64_t{0}));
+  EXPECT_NE(repl_->QueuedByShard().find("the most a link keeps: it does not keep up"), std::string::npos)
+      << repl_->QueuedByShard();
+  EXPECT_EQ(repl_->QueuedChanges(), 5u);  // kept for its return
 }
 
-TEST_F(ReplicatorFullBacklog, UnderServeItGoesOutAsWhenTheLinkIsDown) {
+TEST_F(ReplicatorFullBacklog, UnderServeTheOldestIsDroppedAndTheLinkStaysUp) {
   Open([](ReplicaOptions& o) { o.max_backlog = 4; });
   for (int i = 0; i < 5; ++i) Use();
+  repl_->FailOverfull(MonoNs());
   EXPECT_EQ(repl_->QueuedChanges(), 4u);
+  EXPECT_FALSE(repl_->Links().at(0).down);
   EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), 0u);
 }
 
