@@ -113,7 +113,13 @@ size_t ClosingMapTag(std::string_view xml) {
       if (end == std::string_view::npos) break;
       i = end + 3;
     } else {
-      if (xml.compare(i, 6, "</map>") == 0) last = i;
+      // "</map" then blanks before the '>': XML allows them ("</map >"),
+      // which was refused as no </map> with <grpc config> and taken without.
+      if (xml.compare(i, 5, "</map") == 0) {
+        size_t j = i + 5;
+        while (j < xml.size() && (xml[j] == ' ' || xml[j] == '\t' || xml[j] == '\r' || xml[j] == '\n')) ++j;
+        if (j < xml.size() && xml[j] == '>') last = i;
+      }
       ++i;
     }
   }

@@ -361,14 +361,6 @@ int64_t Concurrency::BaseS(std::span<const uint8_t> block) {
   return block.size() < kHeaderBytes ? 0 : Load32(block.data() + kBaseAt);
 }
 
-int64_t Concurrency::LongestHoldS(std::span<const uint8_t> block) {
-  const PlaceTable p(block.data(), static_cast<uint32_t>(block.size()));
-  int64_t longest = 0;
-  for (uint32_t i = 0; i < p.n; ++i)
-    if (p.Serial(i) != 0) longest = std::max(longest, p.Expires(i) - BaseS(block));
-  return longest;
-}
-
 int64_t Concurrency::ExpireS(const RuleSpec& spec, const uint8_t* block) {
   // With no lease held the node keeps nothing worth keeping (its serial and
   // nonce only make ids, and a new node draws a new nonce, so an old id

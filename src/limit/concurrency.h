@@ -17,7 +17,8 @@
 // places = (bytes - 16) / 6, so the layout follows from the block's length
 // alone: 32 bytes hold 2 leases, 64 hold 8, 416 hold 66, 480 (the most a
 // tag can say) 77. Every write moves base to now, so an offset never
-// exceeds lease + 1 <= 65,535.
+// exceeds lease + 1 <= 65,535 (the lease a lease was granted under: a
+// reload that shortens it keeps the leases held to their expiries).
 //
 // Time: a lease granted at second t expires at t + lease + 1, so it holds
 // between `lease` and `lease` + 1 s; a clock stepped back is held at base.
@@ -77,11 +78,9 @@ struct Concurrency {
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count, Ended* ended = nullptr);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   // A block from outside (any length, its tag checked): the second its
-  // expiries count from, and the longest a lease it holds runs past it (0:
-  // none held). Every write here moves the base to now, so the second is
-  // never ahead of the clock that wrote it, the longest never past lease + 1.
+  // expiries count from. Every write here moves the base to now, so it is
+  // never ahead of the clock that wrote it.
   static int64_t BaseS(std::span<const uint8_t> block);
-  static int64_t LongestHoldS(std::span<const uint8_t> block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
   // Handoff: the incoming leases join this block's, as far as max allows.
   // Under the same nonce a serial already held here is the same lease, sent

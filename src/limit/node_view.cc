@@ -436,8 +436,11 @@ static Status ParseNode(std::string_view json_line, const Map& map, int64_t now_
   }
   if (const JsonValue* res = j.Find("reservations")) {
     std::string table;
+    // At most kMaxPerKey entries: the tag's length field wraps past it (a
+    // table of 256 bytes read as tag 0x80000000, taken, its reservations
+    // gone unseen).
     if (res->type != T::kString || !HexDecode(res->s, &table) || table.size() < kBlockUnit ||
-        table.size() > kMaxStateBytes ||
+        table.size() > Reservations::Bytes(Reservations::kMaxPerKey) ||
         Load32(reinterpret_cast<const uint8_t*>(table.data())) !=
             Reservations::Tag(static_cast<uint32_t>(table.size())))
       return Status::InvalidArgument("reservations must be a reservation table in hex");

@@ -154,11 +154,12 @@ std::string Reservations::TimeProblem(std::span<const uint8_t> table, int64_t no
     if (!slot.Taken()) {
       if (e.expires > now_s + ahead_s + kLongest)
         return which + " (a settle kept before its take) that expires " + std::to_string(e.expires - now_s) +
-               " s after this machine's clock";
+               " s after this machine's clock (at most " + std::to_string(ahead_s + kLongest) + ")";
       continue;
     }
     if (e.taken_s > now_s + ahead_s)
-      return which + " taken " + std::to_string(e.taken_s - now_s) + " s after this machine's clock";
+      return which + " taken " + std::to_string(e.taken_s - now_s) + " s after this machine's clock (at most " +
+             std::to_string(ahead_s) + ")";
     if (e.expires > e.taken_s + kLongest)
       return which + " that expires " + std::to_string(e.expires - e.taken_s) + " s after its take (at most " +
              std::to_string(kLongest) + ")";

@@ -136,7 +136,9 @@ std::string BlockProblem(Algo algo, std::span<const uint8_t> block, int64_t now_
       if (std::string p = count_at(12, "a debt"); !p.empty()) return p;
       return ahead(Load32(block.data() + 4), "a window that starts");
     case Algo::kSliding:
-      if (block.size() == SlidingWindow::kApproxBytes && !TagNarrow(Load32(block.data())))
+      // By its length alone, as every reader takes it: a bucketed block
+      // whose tag says narrow was let through with counts of 2^32 - 1.
+      if (block.size() == SlidingWindow::kApproxBytes)
         for (size_t at = 8; at + 4 <= block.size(); at += 4)
           if (std::string p = count_at(at, "a bucket's count"); !p.empty()) return p;
       return ahead(SlidingWindow::NewestS(block), "a use counted");
@@ -147,16 +149,12 @@ std::string BlockProblem(Algo algo, std::span<const uint8_t> block, int64_t now_
       // up to 2^31 - 1 at a slow rate): only past that is it refused.
       if (tat_ms <= (now_s + kMostAheadS) * 1000 + TokenBucket::kMaxAheadMs) return {};
       return "a refill that ends " + std::to_string(tat_ms / 1000 - now_s) + " s after this machine's clock (at most " +
-             std::to_string(TokenBucket::kMaxAheadMs / 1000) + ", as far as a set puts it)";
+             std::to_string(TokenBucket::kMaxAheadMs / 1000) + ": the furthest a token bucket keeps it)";
     }
-    case Algo::kConcurrency: {
-      if (std::string p = ahead(Concurrency::BaseS(block), "leases timed from a second"); !p.empty()) return p;
-      const int64_t longest = Concurrency::LongestHoldS(block), most = int64_t{TagInterval(Load32(block.data()))} + 1;
-      if (longest > most)
-        return "a lease that holds " + std::to_string(longest) +
-               " s (at most the rule's lease + 1 s: " + std::to_string(most) + ")";
-      return {};
-    }
+    case Algo::kConcurrency:
+      // A lease may hold longer than its rule's lease + 1 s (a reload that
+      // shortened it keeps the leases held), never past its base + 65,535 s.
+      return ahead(Concurrency::BaseS(block), "leases timed from a second");
   }
   return {};
 }

@@ -52,9 +52,8 @@ inline constexpr int64_t kMostAheadS = 3600;
 // of the sliding window's buckets are 0..2147483647, as a set's count is:
 // a debt of 2^31 imported made a key's limit 0 for its window (found from
 // outside). A window's start, a sliding window's newest use and a
-// concurrency rule's base lie at most kMostAheadS after now_s, a lease at
-// most its rule's lease + 1 s after that base, and a token bucket's refill
-// at most as far ahead as a set can put it: each holds its state until the
+// concurrency rule's base lie at most kMostAheadS after now_s, and a token
+// bucket's refill at most kMaxAheadMs after it: each holds its state until the
 // clock reaches that time (a clock behind a block is held at it), so a
 // window imported a year ahead denied its key, and a lease held its place,
 // for that year (found from outside). The other blocks' fields are bounded

@@ -135,7 +135,7 @@ std::string_view EnvoyPartOf(std::string_view served_map_text) {
   // so a copy of the line in a comment of map.xml's bizzes is passed over.
   const size_t at = served_map_text.rfind(envoy::kComposedMarker);
   if (at == std::string_view::npos) return {};
-  const size_t end = served_map_text.find("</map>", at);
+  const size_t end = served_map_text.find("</map", at);  // "</map >" too
   return served_map_text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
 }
 

@@ -189,6 +189,21 @@ TEST(EnvoyRules, AnEmptyMapAsOneElementTakesTheDescriptors) {
   EXPECT_FALSE(ComposeMap("<map", "map.xml", *rules).ok());
 }
 
+TEST(EnvoyRules, AClosingMapTagWithBlanksTakesTheDescriptors) {
+  // Found from outside: a closing tag with blanks before its '>' (valid
+  // XML, accepted alone) was refused as "no </map>" once <grpc config> was
+  // set; a name that only begins so is not one.
+  auto rules = Rules();
+  for (const char* closing : {"</map >\n", "</map\n>", "</map\t\r\n >"}) {
+    const std::string map =
+        std::string("<map>\n<biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n") + closing;
+    auto m = ComposeMap(map, "map.xml", *rules);
+    ASSERT_TRUE(m.ok()) << closing << ": " << m.status().ToString();
+    EXPECT_NE(m->find("name=\"envoy.rl.remote_address\""), std::string::npos) << *m;
+  }
+  EXPECT_FALSE(ComposeMap("<map>\n</mapping>\n", "map.xml", *rules).ok());
+}
+
 class DecideTest : public ::testing::Test {
  protected:
   void SetUp() override { Init(kYaml); }

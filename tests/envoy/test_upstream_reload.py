@@ -119,21 +119,32 @@ class UpstreamReload(unittest.TestCase):
         f = self.frsd
         with open(f.path("map.xml")) as src:
             loaded = src.read()
-        try:
+
+        def frsctl_with_map(text):
             with open(f.path("map.xml"), "w") as out:
-                out.write(loaded.replace("<map>", "<map >", 1) + "\n<!-- edited -->\n")
-            r = subprocess.run(
+                out.write(text)
+            return subprocess.run(
                 [os.environ["FRSCTL"], "-c", f.path("srv.xml"), "explain", "envoy.a.k", "x"],
                 capture_output=True,
                 text=True,
                 timeout=30,
             )
+
+        try:
+            laid_out = frsctl_with_map(loaded.replace("<map>", "<map >", 1).replace("</map>", "</map >") + "\n")
+            broken = frsctl_with_map(loaded.replace("</map>", "</mapx>"))
         finally:
             with open(f.path("map.xml"), "w") as out:
                 out.write(loaded)
-        self.assertIn("map.xml is not the map frsd (pid", r.stderr)
-        self.assertNotIn("<grpc config> as it is on disk", r.stderr)
-        self.assertNotIn("unknown biz", r.stderr)
+        self.assertIn("map.xml is not the map frsd (pid", laid_out.stderr)
+        self.assertNotIn("<grpc config>", laid_out.stderr)
+        self.assertNotIn("does not load", laid_out.stderr)
+        self.assertNotIn("unknown biz", laid_out.stderr)
+        # Broken, it is said as map.xml's, without a reload frsd never tried.
+        self.assertIn("map.xml does not load (", broken.stderr)
+        self.assertIn("a reload of frsd (pid", broken.stderr)
+        self.assertNotIn("keeps serving", broken.stderr)
+        self.assertNotIn("<grpc config>", broken.stderr)
 
     def test_a_configmap_data_swap_is_one_reload(self):
         f = self.frsd

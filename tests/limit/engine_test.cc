@@ -490,6 +490,13 @@ TEST_F(EngineTest, AnImportedCountOutOfRangeIsRefused) {
     EXPECT_NE(s.message().find(c.says), std::string::npos) << s.ToString();
     EXPECT_EQ(e->ImportNode(bad).status().code(), Status::Code::kInvalidArgument);
   }
+  // The bucketed block's tag given the narrow bit, which no bucketed tag
+  // has: its counts are still checked (they were let through).
+  std::string narrow = line;
+  narrow.replace(sliding + 16, 8, "ffffffff");
+  narrow[sliding + 6] = "0123456789abcdef"[(std::stoi(narrow.substr(sliding + 6, 1), nullptr, 16) | 8)];
+  EXPECT_NE(e->CheckImport(narrow).message().find("a bucket's count of 4294967295"), std::string::npos)
+      << e->CheckImport(narrow).ToString();
   EXPECT_EQ(Do(*e, Cmd::kGet, "api", "k").count, 2);
   std::string most = line;
   most.replace(fixed + 16, 8, "ffffff7f");  // 2^31 - 1: a count a set may write
@@ -554,21 +561,42 @@ TEST_F(EngineTest, AnImportedTimeFarAheadIsRefused) {
   }
   clock_.Advance((2 * 86400 + limit::kMostAheadS - 60) * 1000);
   EXPECT_EQ(Do(*e, Cmd::kGet, "fx", "k").count, 1);
-  // Times no write here makes, found by their length: a lease that holds
-  // past its rule's lease + 1 s, a reservation that expires more than
-  // 65,535 s after its take.
-  std::string cc = line_of["cc"];
-  const size_t state = cc.find("\"state\":\"") + 9;
-  cc.replace(state + 2 * (16 + 4 * 8), 4, "ffff");  // the first place's expiry offset: 65,535 s
-  Status s = e->CheckImport(cc);
-  EXPECT_NE(s.message().find("a lease that holds 65535 s (at most the rule's lease + 1 s: 31)"), std::string::npos)
-      << s.ToString();
+  // A reservation that expires more than 65,535 s after its take: no
+  // take here makes one.
   std::string tb = line_of["tb"];
   const size_t table = tb.find("\"reservations\":\"") + 16;
   tb.replace(table + 2 * (16 + 12), 8, "ffffff7f");  // the first entry's expiry: 2^31 - 1
-  s = e->CheckImport(tb);
+  Status s = e->CheckImport(tb);
   EXPECT_NE(s.message().find("reservation #1 that expires "), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find(" s after its take (at most 65535)"), std::string::npos) << s.ToString();
+  // A table longer than 14 entries, whose tag's length wraps to another
+  // (256 bytes: 0x80000000), was taken and its reservations lost.
+  std::string wrapped = line_of["tb"];
+  const size_t end = wrapped.find('"', table);
+  std::string hex = wrapped.substr(table, end - table);
+  hex.replace(0, 8, "00000080");
+  hex.resize(2 * 256, '0');
+  wrapped.replace(table, end - table, hex);
+  EXPECT_EQ(e->CheckImport(wrapped).code(), Status::Code::kInvalidArgument);
+  // A lease granted under a longer lease, kept by a reload that shortened
+  // it, holds past the new lease + 1 s: its export imports.
+  WriteMap(R"(<map><biz id="6" name="cc"><rule algo="concurrency" max="3" lease="3600"/></biz></map>)", "long.xml");
+  auto long_lease = OpenEngine(nullptr, "long.xml");
+  ASSERT_TRUE(Do(*long_lease, Cmd::kAcquire, "cc", "held").allowed);
+  WriteMap(R"(<map><biz id="6" name="cc"><rule algo="concurrency" max="3" lease="60"/></biz></map>)", "short.xml");
+  auto short_lease = OpenEngine(nullptr, "short.xml");
+  ASSERT_TRUE(Do(*short_lease, Cmd::kAcquire, "cc", "held").allowed);  // written under the shorter lease
+  std::string held;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& n) {
+    const std::string l = short_lease->ExportNode(n).value();
+    if (l.find("\"key\":\"held\"") != std::string::npos) held = l;
+                      })
+                  .ok());
+  ASSERT_FALSE(held.empty());
+  EXPECT_TRUE(short_lease->CheckImport(held).ok()) << short_lease->CheckImport(held).ToString();
 }
 
 TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {

@@ -133,15 +133,17 @@ Result<int> RunSet(Session& s, const SetArgs& a) {
   } else if (d.count != a.count) {
     // The answer is the most restrictive rule's: one that keeps each use (a
     // sliding window of a small max) or each lease (a concurrency rule)
-    // holds no more than its max of them.
-    const bool leases = d.top < d.nrules && d.rules[d.top].algo == Algo::kConcurrency;
+    // holds no more than its max of them, a token bucket no refill past
+    // kMaxAheadMs (a count that large at a slow rate).
+    const Algo algo = d.top < d.nrules ? d.rules[d.top].algo : Algo::kSliding;
+    const char* why = algo == Algo::kConcurrency   ? "a concurrency rule holds at most its max leases"
+                      : algo == Algo::kTokenBucket ? "a token bucket keeps its refill at most 2^40 ms (34 years) ahead"
+                                                   : "a sliding window keeps at most its max uses";
     std::printf(
         "%s \"%s\": count set to %lld; the most restrictive rule holds %lld of %lld (%s; explain shows each "
         "rule): %s now\n",
         a.biz.c_str(), Printable(a.key).c_str(), static_cast<long long>(a.count), static_cast<long long>(d.count),
-        static_cast<long long>(d.limit),
-        leases ? "a concurrency rule holds at most its max leases" : "a sliding window keeps at most its max uses",
-        d.allowed ? "allowed" : "denied");
+        static_cast<long long>(d.limit), why, d.allowed ? "allowed" : "denied");
   } else {
     std::printf("%s \"%s\": count set to %lld (limit %lld): %s now\n", a.biz.c_str(), Printable(a.key).c_str(),
                 static_cast<long long>(d.count), static_cast<long long>(d.limit), d.allowed ? "allowed" : "denied");

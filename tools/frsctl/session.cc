@@ -101,7 +101,12 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
   // moment, so one that differs here is one it refused (or has not read).
   if (say && s->cfg.grpc) {
     Result<std::string> served = ServedMapText(s->cfg.path);
-    if (!served.ok())
+    if (!served.ok() && WhatDoesNotLoad(*s, served.status()) == s->cfg.map_path)
+      // map.xml's own fault, not <grpc config>'s: no reload was tried, so
+      // frsd's log need not say it.
+      std::fprintf(stderr, "frsctl: %s does not load (%s): a reload of frsd (pid %lld) would refuse it\n",
+                   s->cfg.map_path.c_str(), served.status().message().c_str(), static_cast<long long>(rc.pid));
+    else if (!served.ok())
       std::fprintf(stderr,
                    "frsctl: %s does not load (%s): frsd (pid %lld) keeps serving the configuration it "
                    "loaded before (its log says so), which is shown\n",
