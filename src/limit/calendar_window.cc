@@ -74,7 +74,9 @@ Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const
 void CalendarWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   CounterBlock b = CounterBlock::Load(block);
   Frame f = FrameAt(spec, b, now);
-  *out = EvaluateFrame(spec, f, std::max(now.s, f.start), n).r;
+  const int64_t t = std::max(now.s, f.start);
+  *out = EvaluateFrame(spec, f, t, n).r;
+  WaitFromNow(out, t, now.s);
 }
 
 // A window that holds the block's count keeps it, and its start becomes the

@@ -190,7 +190,7 @@ Count CountHeld(const PlaceTable& p, int64_t t) {
 // after which the count is under max, the (held - max + 1)-th.
 int64_t NextPlaceFrees(const PlaceTable& p, int64_t t, const Count& c, int64_t max) {
   if (c.held <= max) return c.first_end;
-  int64_t ends[Concurrency::kMaxLeases];
+  int64_t ends[Concurrency::kMaxLeases] = {};  // (gcc 12 cannot see that n > 0 here)
   uint32_t n = 0;
   for (uint32_t i = 0; i < p.n && n < std::size(ends); ++i)
     if (p.Serial(i) != 0 && p.Expires(i) > t) ends[n++] = p.Expires(i);
@@ -341,6 +341,7 @@ void Concurrency::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now
   // Denied: a place frees at the earliest expiry (a release may free one
   // sooner), or past max, once enough have ended.
   r.retry_after = r.allowed ? 0 : std::max<int64_t>(1, NextPlaceFrees(p, t, c, spec.max) - t);
+  WaitFromNow(&r, t, now.s);
 }
 
 void Concurrency::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
@@ -390,7 +391,7 @@ void Concurrency::Explain(const RuleSpec& spec, const uint8_t* block, const Now&
   out->count = r.count;
   out->limit = r.limit;
   out->denies = !r.allowed;
-  out->next_allowed_ms = r.allowed ? now.ms : (ClampedNow(block, now) + r.retry_after) * 1000;
+  out->next_allowed_ms = r.allowed ? now.ms : (now.s + r.retry_after) * 1000;  // from now (WaitFromNow)
 }
 
 void Concurrency::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {

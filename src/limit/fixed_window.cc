@@ -30,7 +30,9 @@ Frame FixedWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, int64_t 
 
 void FixedWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   CounterBlock b = CounterBlock::Load(block);
-  *out = EvaluateFrame(spec, FrameAt(spec, b, now.s), std::max<int64_t>(now.s, b.start_s), n).r;
+  const int64_t t = std::max<int64_t>(now.s, b.start_s);
+  *out = EvaluateFrame(spec, FrameAt(spec, b, now.s), t, n).r;
+  WaitFromNow(out, t, now.s);
 }
 
 void FixedWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {

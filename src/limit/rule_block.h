@@ -100,6 +100,15 @@ struct Now {
   static Now At(int64_t ms, const TimeZone* tz) { return Now{ms, ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000), tz}; }
 };
 
+// A block whose time is ahead of the clock (a clock stepped back, or a
+// state written by a clock ahead) is judged at its own time `t`, held
+// there until the clock reaches it: a denied request's wait counts from
+// t, the client's Retry-After from now (it said 61 s for a lease that
+// freed in an hour: found from outside).
+inline void WaitFromNow(RuleResult* r, int64_t t, int64_t now_s) {
+  if (!r->allowed && r->retry_after > 0 && t > now_s) r->retry_after += t - now_s;
+}
+
 // Tag bits: 0..24 interval, 25..26 algo, 27..30 length in kBlockUnit
 // units, 31 a sliding block whose exact uses are 16-bit offsets from a base
 // second (SlidingWindow: the narrow form, interval below 65,536 s). The

@@ -197,6 +197,7 @@ uint32_t SlidingWindow::Bytes(int64_t max, uint32_t interval) {
 void SlidingWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   int64_t t = ClampedNow(spec, block, now);
   *out = Report(spec, CountAt(spec, block, t, n), t, n);
+  WaitFromNow(out, t, now.s);
 }
 
 void SlidingWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {

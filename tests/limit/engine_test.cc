@@ -341,6 +341,35 @@ TEST_F(EngineTest, ClockSteppingBackNeverGrantsExtraUses) {
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
 }
 
+TEST_F(EngineTest, ClockSteppingBackCountsTheWaitFromTheClock) {
+  // A block ahead of the clock is held at its own time until the clock
+  // reaches it: Retry-After said the wait from that time (61 s for a lease
+  // that freed in an hour, found from outside), so a client retried early,
+  // and again.
+  auto e = EngineFor(R"(<map>
+    <biz id="1" name="fixed"><rule interval="60" max="1"/></biz>
+    <biz id="2" name="sliding"><rule algo="sliding" interval="60" max="1"/></biz>
+    <biz id="3" name="calendar"><rule algo="calendar" interval="60" max="1"/></biz>
+    <biz id="4" name="leases"><rule algo="concurrency" max="1" lease="60"/></biz>
+  </map>)");
+  const char* bizzes[] = {"fixed", "sliding", "calendar", "leases"};
+  for (const char* biz : bizzes) ASSERT_TRUE(Do(*e, Cmd::kAcquire, biz, "k").allowed) << biz;
+  int64_t wait[4];
+  for (int i = 0; i < 4; ++i) {
+    const Decision d = Do(*e, Cmd::kAcquire, bizzes[i], "k");
+    ASSERT_FALSE(d.allowed) << bizzes[i];
+    wait[i] = d.retry_after;
+    EXPECT_GT(wait[i], 0) << bizzes[i];
+    EXPECT_LE(wait[i], 61) << bizzes[i];
+  }
+  clock_.Advance(-3'600'000);
+  for (int i = 0; i < 4; ++i) {
+    const Decision d = Do(*e, Cmd::kAcquire, bizzes[i], "k");
+    EXPECT_FALSE(d.allowed) << bizzes[i];
+    EXPECT_EQ(d.retry_after, wait[i] + 3600) << bizzes[i];
+  }
+}
+
 // A rule renamed while a key still held a block of its old name's earlier
 // interval (untouched since that change) started the key from zero: the new
 // name knew only its own past. The names it was renamed from count as its
