@@ -418,6 +418,9 @@ TEST_F(FrsctlTest, AStoreServedFromAnotherPidNamespaceIsRefused) {
   EXPECT_NE(r.err.find("from another PID namespace (its lock names pidns " + std::to_string(ns.st_ino + 1)),
             std::string::npos)
       << r.err;
+  // The holder as this namespace sees it: nsenter's target (it said PID).
+  EXPECT_NE(r.err.find("nsenter --target " + std::to_string(::getpid()) + " --pid --mount)"), std::string::npos)
+      << r.err;
   std::ofstream(lock) << "4242\npidns " << ns.st_ino << "\n";  // this one's: served as before
   r = Ctl({"get", "login", "user:1"});
   EXPECT_EQ(r.rc, 0) << r.err;
@@ -442,6 +445,9 @@ TEST_F(FrsctlTest, AStoreHeldByAProcessThisNamespaceCannotSeeIsRefused) {
   if (said.find("unshare: ") == 0) GTEST_SKIP() << "unshare(2) of a PID namespace is refused here: " << said;
   EXPECT_EQ(WEXITSTATUS(st), 3) << said;
   EXPECT_NE(said.find("from another PID namespace (this frsctl cannot see the process that holds its lock"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("nsenter --target FRSD_PID --pid --mount, FRSD_PID frsd's as the host sees it)"),
             std::string::npos)
       << said;
 }

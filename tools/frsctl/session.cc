@@ -214,12 +214,17 @@ Status SamePidNamespaceAsFrsd(const std::string& dir) {
   const std::string lock = store_dir::In(dir, store_dir::kStoreLock);
   const uint64_t theirs = PidNamespaceNamedIn(lock), ours = OwnPidNamespace();
   std::string how;
+  // nsenter's target: the holder as this namespace sees it, when it does
+  // (the host's frsctl beside a container's frsd); else a word for it.
+  std::string target = "FRSD_PID --pid --mount, FRSD_PID frsd's as the host sees it";
   if (FlockHeld(lock)) {
     // A holder shown here is of this namespace, or of one this one
     // contains (the host's frsctl beside a container's frsd): the
     // namespace it names tells (an frsd of 0.3.0 names none).
     if (theirs == 0 || ours == 0 || theirs == ours) return Status::OK();
     how = "its lock names pidns " + std::to_string(theirs) + ", this frsctl runs in " + std::to_string(ours);
+    if (const std::vector<pid_t> holders = FlockHolders(lock); !holders.empty())
+      target = std::to_string(holders.front()) + " --pid --mount";
   } else if (!FlockHeldBySelf(lock) && HeldUnseen(lock)) {  // this frsctl's own (verify --repair, grow)
     how = "this frsctl cannot see the process that holds its lock";
   } else {
@@ -228,8 +233,8 @@ Status SamePidNamespaceAsFrsd(const std::string& dir) {
   return Status::Busy("frsd serves " + dir + " from another PID namespace (" + how +
                       ": another container on its volume, or a container's frsd seen from the host): the store's "
                       "locks name frsd's threads by their ids there, which frsctl here would read as dead and take "
-                      "over; run frsctl in frsd's namespace (docker exec, kubectl exec, or nsenter --target PID --pid "
-                      "--mount)");
+                      "over; run frsctl in frsd's namespace (docker exec, kubectl exec, or nsenter --target " +
+                      target + ")");
 }
 
 }  // namespace
