@@ -92,7 +92,8 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
                             "two on different shard lists in a ring change), and this shard's copy lacks those uses "
                             "until they arrive; ask again shortly"
                       : "the other holder of this route (" + name +
-                            ") does not acknowledge changes, and <cluster on_replica_down=\"refuse\">",
+                            ") does not acknowledge changes (or has not yet taken the backlog it fell behind by), "
+                            "and <cluster on_replica_down=\"refuse\">",
                   status);
         return false;
       }

@@ -523,6 +523,7 @@ Handler::KeptOfNoBiz Handler::KeepChangesOfNoBiz(std::span<const Change> changes
   KeptOfNoBiz out;
   struct stat st;
   if (park.ok() && ::fstat(park.value().get(), &st) == 0) out.size_before = st.st_size;
+  off_t before = static_cast<off_t>(out.size_before);  // the file's length before this biz's record
   for (const auto& [biz, n] : unknown) {
     size_t k = 0;
     const Status s = !park.ok()            ? park.status()
@@ -535,7 +536,12 @@ Handler::KeptOfNoBiz Handler::KeepChangesOfNoBiz(std::span<const Change> changes
     } else {
       out.failed += n, out.failed_biz = biz;
       if (out.why.empty()) out.why = s.message();
+      // What a short write left (the disk full) goes at once, not at the
+      // next take as a record whose writer was killed.
+      if (park.ok() && ::fstat(park.value().get(), &st) == 0 && st.st_size > before)
+        (void)!::ftruncate(park.value().get(), before);
     }
+    if (park.ok() && ::fstat(park.value().get(), &st) == 0) before = st.st_size;
   }
   return out;
 }

@@ -37,7 +37,9 @@
 // A file that cannot be written is removed, and the changes are in the
 // worker's memory only, as before this journal (logged). The file only
 // grows while a link is down, and a queue drops its oldest changes past
-// Replicator::kMaxBacklog: once it holds kRestartSlack bytes more than its
+// Replicator::kMaxBacklog (serve; refuse takes the link down there, and
+// refuses its routes, so the queue passes it by a loop turn's changes at
+// most): once it holds kRestartSlack bytes more than its
 // queues' lines take, it is written again, in its own place, with only
 // those (Restart).
 //

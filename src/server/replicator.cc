@@ -177,7 +177,7 @@ bool Replicator::Refusing(long peer, bool as_successor) const {
   const long li = link_of_shard_[static_cast<size_t>(peer)];
   if (li < 0) return false;
   const Link& l = links_[static_cast<size_t>(li)];
-  return Lacks(l, as_successor) || (opts_.refuse && l.down);
+  return Lacks(l, as_successor) || (opts_.refuse && (l.down || l.catching_up));
 }
 
 void Replicator::NoteAloneApplied(int64_t now_ns) {
@@ -293,9 +293,13 @@ void Replicator::OnChange(const Change& c) {
   bool as_successor = false;
   Link* l = LinkFor(OtherHolder(pos, &as_successor));
   if (l == nullptr) return;  // served for a route this shard does not hold (enforce="0")
-  if (l->queue.size() >= MaxBacklog() && opts_.refuse && !l->down) {
-    l->overfull = true;  // kept: the link goes down at the turn's end (FailOverfull)
-  } else if (l->queue.size() >= MaxBacklog()) {
+  const bool full = l->queue.size() >= MaxBacklog();
+  if (full && opts_.refuse && !l->down) {
+    // Kept: the link goes down at the turn's end (FailOverfull), or, taken
+    // down so already, refuses its routes: only a change that came
+    // past that (a reset) is queued, beyond the bound.
+    if (!l->catching_up) l->overfull = true;
+  } else if (full) {
     // Oldest first: what the other holder misses is the oldest uses, which
     // their windows forget first.
     if (l->inflight > 0) --l->inflight;
@@ -361,11 +365,14 @@ void Replicator::FailOverfull(int64_t now_ns) {
   for (Link& l : links_) {
     if (!l.overfull) continue;
     l.overfull = false;
-    if (!l.down && l.queue.size() >= MaxBacklog())
-      Fail(l,
-           "it has not taken " + std::to_string(l.queue.size()) +
-               " change(s), the most a link keeps: it does not keep up with this shard",
-           now_ns);
+    if (l.down || l.queue.size() < MaxBacklog()) continue;
+    l.catching_up = true;
+    Fail(l,
+         "it has not taken " + std::to_string(l.queue.size()) +
+             " change(s), the most a link keeps: it does not keep up with this shard; its routes answer 503 until "
+             "fewer than " +
+             std::to_string(MaxBacklog() / 2) + " are queued",
+         now_ns);
   }
 }
 
@@ -1081,6 +1088,11 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
     l.down = false;
     FRS_LOG("replica link to %s is back after %s; %zu change(s)%s%s still queued for it", l.name.c_str(),
             DownFor(l.down_ns, now_ns).c_str(), l.queue.size(), retired_ ? " " : "", retired_ ? origin() : "");
+  }
+  if (l.catching_up && l.queue.size() < MaxBacklog() / 2) {
+    l.catching_up = false;
+    FRS_LOG("replica link to %s has taken its backlog down to %zu change(s): its routes are served again",
+            l.name.c_str(), l.queue.size());
   }
   JournalEnd(l, RealMs());
   Publish(l);

@@ -16,9 +16,11 @@
 // acknowledge within replica_timeout_ms goes down (an episode, logged once):
 // with on_replica_down="serve" the answers waiting on it go out, counted as
 // unprotected, and its queue is kept for the shard's return (the backlog,
-// bounded by kMaxBacklog); with "refuse" they are answered 503 and routes
-// whose other holder it is answer 503 until it is back. A down link is
-// tried again every second.
+// bounded by kMaxBacklog: its oldest dropped past it); with "refuse" they
+// are answered 503 and routes whose other holder it is answer 503 until it
+// is back (a live link that reaches kMaxBacklog goes down so, FailOverfull:
+// nothing is dropped, and the queue may pass the bound by what one loop
+// turn adds). A down link is tried again every second.
 //
 // The backlog lives in this worker's memory, and from the moment a link
 // goes down (async: or its oldest change waits kAsyncJournalMs) until its
@@ -184,7 +186,7 @@ class Replicator final : public ChangeSink {
   // Under refuse, a live link whose backlog reached the bound
   // (ReplicaOptions::max_backlog) goes down now, as one that does not
   // answer: its held answers are refused, its routes answer 503 until it
-  // has taken its backlog. Dropping its oldest change, as serve does, moved
+  // has taken half its backlog (Link::catching_up). Dropping its oldest change, as serve does, moved
   // SafeThrough past it, and an answer held for it went out as taken by a
   // holder that never gets it. Called once the answers the turn's
   // acknowledgements released have gone out (Worker::ReplicaTurn): those
@@ -424,6 +426,11 @@ class Replicator final : public ChangeSink {
     // Under refuse, its backlog reached the bound while it was up
     // (FailOverfull).
     bool overfull = false;
+    // Under refuse, since FailOverfull took it down: its routes refuse
+    // (Refusing), up or down, until fewer than half the bound are queued.
+    // Back at its first acknowledgement with the queue still full, it was
+    // made full again in the same turn and went down each second.
+    bool catching_up = false;
     // Held answers waiting on this link with a ticket up to this are
     // refused (RefusedThrough).
     uint64_t refused_through = 0;

@@ -280,6 +280,41 @@ TEST_F(ReplicatorFullBacklog, UnderRefuseTheLinkGoesDownAndItsHeldAnswersAreRefu
   EXPECT_EQ(repl_->QueuedChanges(), 5u);  // kept for its return
 }
 
+TEST_F(ReplicatorFullBacklog, UnderRefuseItsRoutesRefuseUntilHalfItsBacklogIsTaken) {
+  // Back at its first acknowledgement with the queue still at the bound,
+  // the link was made full again in the same turn and went down each
+  // second (found in review): its routes now refuse until fewer than half
+  // the bound are queued, so the backlog drains.
+  Open([](ReplicaOptions& o) {
+    o.refuse = true;
+    o.max_backlog = 200;
+  });
+  for (int i = 0; i < 201; ++i) Use();
+  int64_t now = MonoNs();
+  repl_->FailOverfull(now);
+  ASSERT_TRUE(repl_->Links().at(0).down);
+  EXPECT_TRUE(repl_->Refusing(1, false));
+  auto ack_next = [&](os::UniqueFd& c) {
+    const std::string req = frs::testing::ReplicaPeer::ReadRequest(c.get());
+    const size_t at = req.find("seq=");
+    ASSERT_NE(at, std::string::npos) << req;
+    frs::testing::ReplicaPeer::Acknowledge(c.get(), std::stoull(req.substr(at + 4)));
+  };
+  now += Replicator::kRetryNs;
+  for (int i = 0; i < 3; ++i) Turn(now);
+  os::UniqueFd c = peer_.Accept();
+  ASSERT_TRUE(c.valid());
+  ack_next(c);  // 63 of 201 taken: back, still catching up
+  for (int i = 0; i < 3 && repl_->QueuedChanges() == 201; ++i) Turn(now);
+  EXPECT_EQ(repl_->QueuedChanges(), 138u);
+  EXPECT_FALSE(repl_->Links().at(0).down);
+  EXPECT_TRUE(repl_->Refusing(1, false));
+  ack_next(c);  // the next batch, sent at once: 75 left, under half of 200
+  for (int i = 0; i < 3 && repl_->QueuedChanges() == 138; ++i) Turn(now);
+  EXPECT_EQ(repl_->QueuedChanges(), 75u);
+  EXPECT_FALSE(repl_->Refusing(1, false));
+}
+
 TEST_F(ReplicatorFullBacklog, UnderServeTheOldestIsDroppedAndTheLinkStaysUp) {
   Open([](ReplicaOptions& o) { o.max_backlog = 4; });
   for (int i = 0; i < 5; ++i) Use();
