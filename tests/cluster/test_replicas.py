@@ -331,6 +331,22 @@ class Pair:
         self.b.start()
         self.a.start()
 
+    def post_to_b(self, body, seq, digest="0", stream="attack"):
+        """A batch POSTed to B by hand, as A's stream `stream` with the admin
+        token as a bearer token: (status, body)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.b.port, timeout=10)
+        try:
+            c.request(
+                "POST",
+                "/replicate?from=%s&stream=%s&seq=%d&digest=%s" % (self.a.name, stream, seq, digest),
+                body=body,
+                headers={"Authorization": "Bearer " + TOKEN},
+            )
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
+
     def close(self):
         for s in (self.a, self.b):
             s.stop()
@@ -561,19 +577,7 @@ class Replicas(unittest.TestCase):
         p = self.pair()
         b = p.b
 
-        def post(body, seq, digest="0"):
-            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=10)
-            try:
-                c.request(
-                    "POST",
-                    "/replicate?from=%s&stream=attack&seq=%d&digest=%s" % (p.a.name, seq, digest),
-                    body=body,
-                    headers={"Authorization": "Bearer " + TOKEN},
-                )
-                r = c.getresponse()
-                return r.status, r.read().decode()
-            finally:
-                c.close()
+        post = p.post_to_b
 
         st, body = post("A 1 - 1 1 k\n", 1)
         self.assertEqual(st, 409, body)
@@ -1368,18 +1372,7 @@ class Replicas(unittest.TestCase):
         # killed between the two lost them, acknowledged): a batch that
         # is then not applied, a duplicate or one refused, leaves none.
         def post(body, seq, digest="0"):
-            c = http.client.HTTPConnection("127.0.0.1", p.b.port, timeout=10)
-            try:
-                c.request(
-                    "POST",
-                    "/replicate?from=%s&stream=by-hand&seq=%d&digest=%s" % (p.a.name, seq, digest),
-                    body=body,
-                    headers={"Authorization": "Bearer " + TOKEN},
-                )
-                r = c.getresponse()
-                return r.status, r.read().decode()
-            finally:
-                c.close()
+            return p.post_to_b(body, seq, digest, stream="by-hand")
 
         digest = re.search(r"is not this shard's \(([0-9a-f]{8})\)", post("", 1)[1]).group(1)
         use = "A 3 - 1 %d %s\n" % (int(time.time() * 1000), k)
