@@ -149,7 +149,8 @@ std::string BlockProblem(Algo algo, std::span<const uint8_t> block, int64_t now_
       // up to 2^31 - 1 at a slow rate): only past that is it refused.
       if (tat_ms <= (now_s + kMostAheadS) * 1000 + TokenBucket::kMaxAheadMs) return {};
       return "a refill that ends " + std::to_string(tat_ms / 1000 - now_s) + " s after this machine's clock (at most " +
-             std::to_string(TokenBucket::kMaxAheadMs / 1000) + ": the furthest a token bucket keeps it)";
+             std::to_string(TokenBucket::kMaxAheadMs / 1000 + kMostAheadS) +
+             ": the furthest a token bucket keeps it, and the hour a clock may run ahead)";
     }
     case Algo::kConcurrency:
       // A lease may hold longer than its rule's lease + 1 s (a reload that

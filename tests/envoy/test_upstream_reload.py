@@ -143,6 +143,7 @@ class UpstreamReload(unittest.TestCase):
         # Broken, it is said as map.xml's, without a reload frsd never tried.
         self.assertIn("map.xml does not load (", broken.stderr)
         self.assertIn("a reload of frsd (pid", broken.stderr)
+        self.assertNotIn("frsd's log says which", broken.stderr)  # no reload was tried
         self.assertNotIn("keeps serving", broken.stderr)
         self.assertNotIn("<grpc config>", broken.stderr)
 

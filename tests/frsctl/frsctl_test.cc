@@ -418,9 +418,35 @@ TEST_F(FrsctlTest, AStoreServedFromAnotherPidNamespaceIsRefused) {
   EXPECT_NE(r.err.find("from another PID namespace (its lock names pidns " + std::to_string(ns.st_ino + 1)),
             std::string::npos)
       << r.err;
-  // The holder as this namespace sees it: nsenter's target (it said PID).
-  EXPECT_NE(r.err.find("nsenter --target " + std::to_string(::getpid()) + " --pid --mount)"), std::string::npos)
+  // No process of that namespace is seen here: nsenter's target is named.
+  EXPECT_NE(r.err.find("nsenter --target FRSD_PID --pid --mount, FRSD_PID frsd's as the host sees it)"),
+            std::string::npos)
       << r.err;
+  // One that is seen (a container's frsd beside this frsctl of the host):
+  // its pid here, found by its namespace and its pid there (the lock's
+  // first line). It said PID; the lock's pid is its namespace's, and
+  // /proc/locks names a daemon's lock by the process gone before its fork.
+  pid_t unshared = 0;
+  const char* argv[] = {"unshare", "--pid", "--fork", "--kill-child", "sleep", "30", nullptr};
+  if (::posix_spawnp(&unshared, "unshare", nullptr, nullptr, const_cast<char**>(argv), environ) == 0) {
+    std::string inner_pid;
+    for (int i = 0; i < 200 && inner_pid.empty(); ++i) {
+      std::ifstream(std::filesystem::path("/proc") / std::to_string(unshared) / "task" / std::to_string(unshared) /
+                    "children") >>
+          inner_pid;
+      if (inner_pid.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    struct stat theirs {};
+    if (!inner_pid.empty() && ::stat(("/proc/" + inner_pid + "/ns/pid").c_str(), &theirs) == 0 &&
+        theirs.st_ino != ns.st_ino) {
+      std::ofstream(lock) << "1\npidns " << theirs.st_ino << "\n";
+      r = Ctl({"get", "login", "user:1"});
+      EXPECT_EQ(r.rc, 3) << r.out << r.err;
+      EXPECT_NE(r.err.find("nsenter --target " + inner_pid + " --pid --mount)"), std::string::npos) << r.err;
+    }
+    ::kill(unshared, SIGKILL);
+    ::waitpid(unshared, nullptr, 0);
+  }
   std::ofstream(lock) << "4242\npidns " << ns.st_ino << "\n";  // this one's: served as before
   r = Ctl({"get", "login", "user:1"});
   EXPECT_EQ(r.rc, 0) << r.err;
@@ -450,6 +476,18 @@ TEST_F(FrsctlTest, AStoreHeldByAProcessThisNamespaceCannotSeeIsRefused) {
   EXPECT_NE(said.find("nsenter --target FRSD_PID --pid --mount, FRSD_PID frsd's as the host sees it)"),
             std::string::npos)
       << said;
+  // A lock that names this frsctl's own namespace is its frsd's, however
+  // unseen: a daemonized frsd in a namespace other than the first (its lock
+  // credited by /proc/locks to the process that took it, gone after the
+  // fork). frsctl was refused there, and in every other namespace too.
+  const std::string own =
+      "unshare --pid --fork --mount-proc sh -c 'printf \"1\\npidns %s\\n\" "
+      "$(stat -L -c %i /proc/self/ns/pid) > " +
+      Quote(lock) + " && " + Quote(FRSCTL_PATH) + " -c " + Quote(dir_ / "srv.xml") + " get login user:1' > " +
+      Quote(out) + " 2>&1";
+  const int own_st = std::system(own.c_str());
+  EXPECT_NE(WEXITSTATUS(own_st), 3) << ReadFile(out);
+  EXPECT_EQ(ReadFile(out).find("another PID namespace"), std::string::npos) << ReadFile(out);
 }
 
 // frsctl runs as root (grow, the package's upgrade) in a store directory

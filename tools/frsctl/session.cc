@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -86,13 +87,19 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
   std::string disk;
   const bool readable = ReadRegularFile(s->cfg.map_path, &disk);
   const bool differs = !readable || MapDigest(disk) != rc.map_digest || rc.map_path != s->cfg.map_path;
+  // With <grpc config>, the map as frsd would compose it now: map.xml that
+  // does not load is said once, below, as what a reload would refuse (the
+  // line here sent the reader to a log in which no reload was tried).
+  Result<std::string> served = std::string();
+  if (say && s->cfg.grpc) served = ServedMapText(s->cfg.path);
+  const bool map_broken = !served.ok() && WhatDoesNotLoad(*s, served.status()) == s->cfg.map_path;
   // Missing, not "cannot be reached": exists() is false for both.
   if (say && !readable && ::access(s->cfg.map_path.c_str(), F_OK) != 0 && errno == ENOENT)
     std::fprintf(stderr,
                  "frsctl: %s is missing (a reload of frsd would fail on it); showing the map frsd (pid %lld) runs, "
                  "%s as it was loaded\n",
                  s->cfg.map_path.c_str(), static_cast<long long>(rc.pid), rc.map_path.c_str());
-  else if (say && differs)
+  else if (say && differs && !map_broken)
     std::fprintf(stderr,
                  "frsctl: %s is not the map frsd (pid %lld) runs (changed since it was loaded, or refused at its "
                  "reload: frsd's log says which); showing the map frsd runs, %s as it was loaded\n",
@@ -100,12 +107,14 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
   // Envoy's configuration too: frsd watches it and applies a change in a
   // moment, so one that differs here is one it refused (or has not read).
   if (say && s->cfg.grpc) {
-    Result<std::string> served = ServedMapText(s->cfg.path);
-    if (!served.ok() && WhatDoesNotLoad(*s, served.status()) == s->cfg.map_path)
+    if (map_broken)
       // map.xml's own fault, not <grpc config>'s: no reload was tried, so
       // frsd's log need not say it.
-      std::fprintf(stderr, "frsctl: %s does not load (%s): a reload of frsd (pid %lld) would refuse it\n",
-                   s->cfg.map_path.c_str(), served.status().message().c_str(), static_cast<long long>(rc.pid));
+      std::fprintf(stderr,
+                   "frsctl: %s does not load (%s): a reload of frsd (pid %lld) would refuse it; showing the map "
+                   "frsd runs, %s as it was loaded\n",
+                   s->cfg.map_path.c_str(), served.status().message().c_str(), static_cast<long long>(rc.pid),
+                   rc.map_path.c_str());
     else if (!served.ok())
       std::fprintf(stderr,
                    "frsctl: %s does not load (%s): frsd (pid %lld) keeps serving the configuration it "
@@ -210,26 +219,57 @@ bool HeldUnseen(const std::string& lock) {
   return errno == EWOULDBLOCK;
 }
 
+// The pid, as this namespace numbers it, of the process of PID namespace
+// `ns` that is `inner` there (frsd.lock's first line: the master's pid in
+// its own namespace), found by /proc/PID/ns/pid and NSpid's last field; 0
+// when this namespace sees none. /proc/locks names a daemonized frsd's lock
+// by the process that took it before the fork, long gone, and the lock's
+// pid is its namespace's: neither is nsenter's target from here.
+pid_t PidHereOf(uint64_t ns, long inner) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    struct stat st {};
+    if (::stat((e.path() / "ns/pid").c_str(), &st) != 0 || static_cast<uint64_t>(st.st_ino) != ns) continue;
+    std::ifstream status(e.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (!line.starts_with("NSpid:")) continue;
+      const size_t last = line.find_last_of(" \t");
+      if (last != std::string::npos && line.substr(last + 1) == std::to_string(inner))
+        return static_cast<pid_t>(std::stol(name));
+      break;
+    }
+  }
+  return 0;
+}
+
 Status SamePidNamespaceAsFrsd(const std::string& dir) {
   const std::string lock = store_dir::In(dir, store_dir::kStoreLock);
   const uint64_t theirs = PidNamespaceNamedIn(lock), ours = OwnPidNamespace();
   std::string how;
-  // nsenter's target: the holder as this namespace sees it, when it does
-  // (the host's frsctl beside a container's frsd); else a word for it.
-  std::string target = "FRSD_PID --pid --mount, FRSD_PID frsd's as the host sees it";
   if (FlockHeld(lock)) {
     // A holder shown here is of this namespace, or of one this one
     // contains (the host's frsctl beside a container's frsd): the
     // namespace it names tells (an frsd of 0.3.0 names none).
     if (theirs == 0 || ours == 0 || theirs == ours) return Status::OK();
     how = "its lock names pidns " + std::to_string(theirs) + ", this frsctl runs in " + std::to_string(ours);
-    if (const std::vector<pid_t> holders = FlockHolders(lock); !holders.empty())
-      target = std::to_string(holders.front()) + " --pid --mount";
   } else if (!FlockHeldBySelf(lock) && HeldUnseen(lock)) {  // this frsctl's own (verify --repair, grow)
+    // Held by a process /proc/locks does not show: a daemonized frsd of
+    // this very namespace (other than the first, where the lock's taker
+    // is credited with it after the fork) names it in its lock.
+    if (theirs != 0 && theirs == ours) return Status::OK();
     how = "this frsctl cannot see the process that holds its lock";
   } else {
     return Status::OK();
   }
+  // nsenter's target: frsd's master as this namespace sees it, when it
+  // does (the host's frsctl beside a container's frsd); else a word for it.
+  long inner = 0;
+  std::ifstream(lock) >> inner;
+  const pid_t here = theirs != 0 && inner > 0 ? PidHereOf(theirs, inner) : 0;
+  const std::string target = here != 0 ? std::to_string(here) + " --pid --mount"
+                                       : "FRSD_PID --pid --mount, FRSD_PID frsd's as the host sees it";
   return Status::Busy("frsd serves " + dir + " from another PID namespace (" + how +
                       ": another container on its volume, or a container's frsd seen from the host): the store's "
                       "locks name frsd's threads by their ids there, which frsctl here would read as dead and take "
