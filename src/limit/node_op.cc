@@ -14,17 +14,14 @@ namespace {
 // Leases and reservations a state holds, expired or not, walking its tags.
 LayoutEnded TakenIn(std::span<const uint8_t> state) {
   LayoutEnded t;
-  for (uint32_t off = 0; off + kBlockUnit <= state.size();) {
-    const uint32_t tag = Load32(state.data() + off);
-    const uint32_t bytes = TagBytes(tag);
-    if (tag == 0 || bytes == 0 || off + bytes > state.size()) break;
+  ForEachTaggedBlock(state, [&](uint32_t off, uint32_t tag, uint32_t bytes) {
     if (Reservations::IsTag(tag)) {
       t.reservations += Reservations::Held(state.data() + off, bytes, 0, {});
     } else if (TagIsConcurrency(tag)) {
       t.leases += Concurrency::Taken(state.subspan(off, bytes));
     }
-    off += bytes;
-  }
+    return true;
+  });
   return t;
 }
 
@@ -74,13 +71,10 @@ bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
   };
   OldBlock blocks[kMaxStateBytes / kBlockUnit];
   size_t nblocks = 0;
-  for (uint32_t off = 0; off + kBlockUnit <= old_state.size() && nblocks < std::size(blocks);) {
-    uint32_t tag = Load32(old_state.data() + off);
-    uint32_t bytes = TagBytes(tag);
-    if (tag == 0 || bytes == 0 || off + bytes > old_state.size()) break;
+  ForEachTaggedBlock(old_state, [&](uint32_t off, uint32_t tag, uint32_t bytes) {
     blocks[nblocks++] = {off, bytes, tag, false};
-    off += bytes;
-  }
+    return nblocks < std::size(blocks);
+  });
   std::memset(state, 0, biz.state_bytes);
   // First the blocks of each rule's own (algo, interval): a rule whose
   // interval did not change, wherever it moved. Then, for a rule left

@@ -45,16 +45,14 @@ bool ParseHex64(std::string_view s, uint64_t* out) {
 // `biz` has: written under a rule since changed, readable only through the
 // store's rules.history.
 bool HoldsBlockOfAnEarlierRule(const BizConfig& biz, std::span<const uint8_t> state) {
-  for (size_t off = 0; off + kBlockUnit <= state.size();) {
-    const uint32_t tag = Load32(state.data() + off);
-    const uint32_t bytes = TagBytes(tag);
-    if (tag == 0 || bytes == 0 || off + bytes > state.size()) break;
+  bool earlier = false;
+  ForEachTaggedBlock(state, [&](uint32_t, uint32_t tag, uint32_t) {
     bool current = Reservations::IsTag(tag);
     for (uint32_t i = 0; !current && i < biz.nrules; ++i) current = TagIdentity(biz.rules[i].tag) == TagIdentity(tag);
-    if (!current) return true;
-    off += bytes;
-  }
-  return false;
+    earlier = !current;
+    return !earlier;
+  });
+  return earlier;
 }
 
 // Whether a rule of `biz` holds a block in `state` (biz's layout) after a
@@ -296,21 +294,17 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
     }
   }
   const uint8_t* s = node.state.data();
-  for (size_t off = 0; off + kBlockUnit <= node.state.size();) {
-    uint32_t tag = Load32(s + off);
-    uint32_t bytes = TagBytes(tag);
-    if (tag == 0 || bytes == 0 || off + bytes > node.state.size()) break;
+  ForEachTaggedBlock(node.state, [&](uint32_t off, uint32_t tag, uint32_t bytes) {
     if (Reservations::IsTag(tag)) {
       // Not a rule: the table goes beside the rules, whole (its nonce
       // with it), so a holder keyed by the same <cluster lease_key> settles
       // the same ids; one keyed otherwise holds them to their expiry.
       reservations = HexEncode(std::string_view(reinterpret_cast<const char*>(s + off), bytes));
-      off += bytes;
-      continue;
+    } else if (!convert) {
+      block(s + off, tag);
     }
-    if (!convert) block(s + off, tag);
-    off += bytes;
-  }
+    return true;
+  });
   w.EndArray();
   if (!reservations.empty()) w.Key("reservations").String(reservations);
   w.EndObject();

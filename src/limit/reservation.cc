@@ -57,14 +57,12 @@ EntrySlot EntryAt(const uint8_t* table, uint32_t i) {
 }  // namespace
 
 std::span<const uint8_t> Reservations::Find(std::span<const uint8_t> state) {
-  for (uint32_t off = 0; off + kBlockUnit <= state.size();) {
-    const uint32_t tag = Load32(state.data() + off);
-    const uint32_t bytes = TagBytes(tag);
-    if (tag == 0 || bytes == 0 || off + bytes > state.size()) break;
-    if (IsTag(tag)) return state.subspan(off, bytes);
-    off += bytes;
-  }
-  return {};
+  std::span<const uint8_t> table;
+  ForEachTaggedBlock(state, [&](uint32_t off, uint32_t tag, uint32_t bytes) {
+    if (IsTag(tag)) table = state.subspan(off, bytes);
+    return table.empty();
+  });
+  return table;
 }
 
 void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_t cap) {

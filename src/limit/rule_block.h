@@ -137,6 +137,7 @@ inline uint32_t TagBytes(uint32_t tag) {
   return ((tag >> 27) & 15) * (TagIsConcurrency(tag) ? kLeaseBlockUnit : kBlockUnit);
 }
 inline bool TagNarrow(uint32_t tag) { return (tag & kNarrowTag) != 0 && !TagIsConcurrency(tag); }
+
 // The (algo, interval) identity of a rule state, without its length (a
 // sliding block's form is not part of it; a concurrency block's mark is).
 inline uint32_t TagIdentity(uint32_t tag) {
@@ -151,6 +152,7 @@ inline bool IsWindowAlgo(Algo algo) { return algo == Algo::kFixed || algo == Alg
 inline uint32_t Load32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
+
 inline void Store32(uint8_t* p, uint32_t v) {
   p[0] = static_cast<uint8_t>(v);
   p[1] = static_cast<uint8_t>(v >> 8);
@@ -169,5 +171,28 @@ inline uint32_t Clamp32(int64_t v) {
 }
 inline int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 inline int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Visits the tagged blocks of a node's state in order, `f(offset, tag,
+// bytes)`, until f returns false or a tag's length does not fit. A rule
+// the key never used is a block of zeros, its length a multiple of
+// kBlockUnit that no tag says: it is stepped over a unit at a time. The
+// walks stopped there, so a node whose first rule a reload added, written
+// since only by a settle or a release, was exported without its other
+// rules' counts and its reservations, and a later reload's migration
+// started those rules from zero.
+template <typename F>
+void ForEachTaggedBlock(std::span<const uint8_t> state, F&& f) {
+  for (size_t off = 0; off + kBlockUnit <= state.size();) {
+    const uint32_t tag = Load32(state.data() + off);
+    if (tag == 0) {
+      off += kBlockUnit;
+      continue;
+    }
+    const uint32_t bytes = TagBytes(tag);
+    if (bytes == 0 || off + bytes > state.size()) return;
+    if (!f(static_cast<uint32_t>(off), tag, bytes)) return;
+    off += bytes;
+  }
+}
 
 }  // namespace frs::limit
