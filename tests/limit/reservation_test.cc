@@ -64,6 +64,17 @@ class ReservationTest : public testing::EngineFixture {
     return d.rules[rule].count;
   }
   static std::string IdOf(const Decision& d) { return ReservationId(d); }
+  // Reloads the map with a rule added before biz "minute"'s fixed rule (one
+  // its keys never used): the map's text.
+  std::string ReloadWithASlidingRuleFirst() {
+    std::string map = kReserveMap;
+    const std::string fixed = R"(<rule algo="fixed" interval="60" max="100"/>)";
+    map.replace(map.find(fixed + "</biz>\n  <biz id=\"23\""), fixed.size(),
+                R"(<rule algo="sliding" interval="10" max="5"/>)" + fixed);
+    std::ofstream(dir_ / "map.xml") << map;
+    EXPECT_TRUE(engine_->Reload().ok());
+    return map;
+  }
 };
 
 // A reload that lowers the reservations per key: the key keeps those that
@@ -738,13 +749,7 @@ TEST_F(ReservationTest, TheWalksOverANodesBlocksPassARuleTheKeyNeverUsed) {
   Decision r = Reserve("minute", "k", 40);
   Decision held = Reserve("minute", "k", 2);
   ASSERT_TRUE(r.allowed && held.allowed);
-  std::string map = kReserveMap;
-  map.replace(map.find(R"(<rule algo="fixed" interval="60" max="100"/></biz>
-  <biz id="23")"),
-              std::string(R"(<rule algo="fixed" interval="60" max="100"/>)").size(),
-              R"(<rule algo="sliding" interval="10" max="5"/><rule algo="fixed" interval="60" max="100"/>)");
-  std::ofstream(dir_ / "map.xml") << map;
-  ASSERT_TRUE(engine_->Reload().ok());
+  std::string map = ReloadWithASlidingRuleFirst();
   ASSERT_TRUE(Settle("minute", "k", IdOf(r), 40).settled);  // written: the new rule's block stays zero
   std::string line;
   ASSERT_TRUE(store_
@@ -777,13 +782,7 @@ TEST_F(ReservationTest, TheWalksOverANodesBlocksPassARuleTheKeyNeverUsed) {
 // estimate), where it would have given back other clients' uses.
 TEST_F(ReservationTest, AReloadThatAddsARuleKeepsTheReservationsSettledAtTheirEstimate) {
   Decision r = Reserve("minute", "k", 40);
-  std::string map = kReserveMap;
-  map.replace(map.find(R"(<rule algo="fixed" interval="60" max="100"/></biz>
-  <biz id="23")"),
-              std::string(R"(<rule algo="fixed" interval="60" max="100"/>)").size(),
-              R"(<rule algo="sliding" interval="10" max="5"/><rule algo="fixed" interval="60" max="100"/>)");
-  std::ofstream(dir_ / "map.xml") << map;
-  ASSERT_TRUE(engine_->Reload().ok());
+  std::string map = ReloadWithASlidingRuleFirst();
   // The reload's log names the rule the settle below finds started anew.
   auto was = limit::ParseMap(kReserveMap, "map.xml"), now = limit::ParseMap(map, "map.xml");
   ASSERT_TRUE(was.ok() && now.ok());
