@@ -227,7 +227,9 @@ bool HeldUnseen(const std::string& lock) {
 // pid is its namespace's: neither is nsenter's target from here.
 pid_t PidHereOf(uint64_t ns, long inner) {
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+  // increment(ec): a range-for's ++ throws where /proc cannot be read on.
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::directory_entry& e = *it;
     const std::string name = e.path().filename();
     if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
     struct stat st {};
