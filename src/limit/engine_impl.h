@@ -203,10 +203,15 @@ class EngineImpl final : public AdminEngine {
   Status CheckImport(std::string_view json_line) const override;
   uint32_t Today() const override { return Today(NowAt().s); }
   Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override {
-    return FoldNodes(json_lines, receipt, /*replace=*/false);
+    return FoldNodes(json_lines, receipt, /*replace=*/false, nullptr);
+  }
+  Result<bool> MergeKnownNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
+                               size_t* other_biz) override {
+    *other_biz = 0;
+    return FoldNodes(json_lines, receipt, /*replace=*/false, other_biz);
   }
   Result<bool> ReplaceNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override {
-    return FoldNodes(json_lines, receipt, /*replace=*/true);
+    return FoldNodes(json_lines, receipt, /*replace=*/true, nullptr);
   }
   Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
                             size_t skip_first) override;
@@ -219,7 +224,10 @@ class EngineImpl final : public AdminEngine {
   uint32_t Today(int64_t now_s) const;
   // MergeNodes (each sent node summed into this store's, rule by rule) and
   // ReplaceNodes (each sent node taking its place whole), one transaction.
-  Result<bool> FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt, bool replace);
+  // `other_biz`: null, a node of a biz the map lacks refuses the batch;
+  // else it is left out and counted there.
+  Result<bool> FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt, bool replace,
+                         size_t* other_biz);
 
   // The one check of a request, whichever way it is decided: its biz, or
   // null with `d` holding the error (or nothing: stats has no decision).

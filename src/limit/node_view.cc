@@ -531,27 +531,34 @@ bool TableOfItsOwn(std::span<const uint8_t> here, const std::string& sent) {
 
 }  // namespace
 
-Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
-                                   bool replace) {
+Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt, bool replace,
+                                   size_t* other_biz) {
   if (receipt.empty() || receipt.size() > kMaxKeyBytes) return Status::InvalidArgument("a receipt is 1..255 bytes");
   if (json_lines.empty() || json_lines.size() > kMaxMergeNodes)
     return Status::InvalidArgument("a merge carries 1.." + std::to_string(kMaxMergeNodes) + " nodes");
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
-  const size_t n = json_lines.size();
-  std::vector<ParsedNode> nodes(n);
+  std::vector<ParsedNode> nodes(json_lines.size());
   // The sent rules of each node in this map's layout (a rule the map no
   // longer has is dropped, as a reload would).
-  std::vector<std::array<uint8_t, kMaxStateBytes>> incoming(n);
-  std::vector<char> started(n, 0);  // a rule of the sent node started from zero here
+  std::vector<std::array<uint8_t, kMaxStateBytes>> incoming(json_lines.size());
+  std::vector<char> started(json_lines.size(), 0);  // a rule of the sent node started from zero here
   std::vector<Store::BatchItem> items;
-  items.reserve(n + 1);
-  for (size_t i = 0; i < n; ++i) {
+  items.reserve(json_lines.size() + 1);
+  size_t n = 0;  // the nodes taken: those of a biz the map lacks left out when asked so
+  for (size_t line = 0; line < json_lines.size(); ++line) {
+    const size_t i = n;
     ParsedNode& pn = nodes[i];
-    if (Status s = ParseNode(json_lines[i], *map, now.s, &pn); !s.ok()) {
-      const std::string msg = "node " + std::to_string(i + 1) + ": " + s.message();
+    if (Status s = ParseNode(json_lines[line], *map, now.s, &pn); !s.ok()) {
+      if (s.IsNotFound() && other_biz != nullptr) {
+        ++*other_biz;
+        pn = ParsedNode{};
+        continue;
+      }
+      const std::string msg = "node " + std::to_string(line + 1) + ": " + s.message();
       return s.IsNotFound() ? Status::NotFound(msg) : Status::InvalidArgument(msg);
     }
+    ++n;
     started[i] =
         MigrateState(*pn.cfg,
                      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),

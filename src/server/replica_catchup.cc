@@ -290,7 +290,14 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   if (!merged.ok()) {
     FRS_LOG("replicas: the snapshot of %s could not be merged: %s", name.c_str(), merged.status().message().c_str());
   } else {
-    nodes = merged.value();
+    nodes = merged->nodes;
+    // Their counts stay with the peer, the routes' other holder: this map
+    // has no rule to count them by.
+    if (merged->other_biz != 0)
+      FRS_LOG(
+          "replicas: %llu nodes of the snapshot of %s are of bizzes this map.xml lacks: not taken (a map change not "
+          "yet made on every shard?); its other nodes were",
+          static_cast<unsigned long long>(merged->other_biz), name.c_str());
   }
   // Release: a worker that sees the changes taken sees `carried` too.
   std::atomic_ref<uint64_t>(c.shared->hold_off[i]).store(0, std::memory_order_release);

@@ -4,19 +4,22 @@
 
 namespace frs::server {
 
-Result<uint64_t> MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base) {
+Result<SnapshotMerged> MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base) {
   std::vector<std::string_view> lines;
-  uint64_t merged = 0, batch = 0;
+  SnapshotMerged out;
+  uint64_t batch = 0;
   auto flush = [&]() -> Status {
     if (lines.empty()) return Status::OK();
     const std::string receipt = receipt_base + "/" + std::to_string(batch++);
-    auto r = engine->MergeNodes(lines, receipt);
+    size_t other_biz = 0;
+    auto r = engine->MergeKnownNodes(lines, receipt, &other_biz);
     if (!r.ok()) return r.status();
     if (!r.value())
       return Status::Conflict("batch " + receipt + " (" + std::to_string(lines.size()) +
-                              " nodes) was not merged: its receipt is in the store already; " + std::to_string(merged) +
-                              " nodes merged before it");
-    merged += lines.size();
+                              " nodes) was not merged: its receipt is in the store already; " +
+                              std::to_string(out.nodes) + " nodes merged before it");
+    out.nodes += lines.size() - other_biz;
+    out.other_biz += other_biz;
     lines.clear();
     return Status::OK();
   };
@@ -30,7 +33,7 @@ Result<uint64_t> MergeSnapshot(std::string_view body, AdminEngine* engine, const
       if (Status s = flush(); !s.ok()) return s;
   }
   if (Status s = flush(); !s.ok()) return s;
-  return merged;
+  return out;
 }
 
 }  // namespace frs::server

@@ -12,12 +12,19 @@
 
 namespace frs::server {
 
+struct SnapshotMerged {
+  uint64_t nodes = 0;      // merged
+  uint64_t other_biz = 0;  // left out: of a biz this map lacks (AdminEngine::MergeKnownNodes)
+};
+
 // Merges a snapshot's node lines (one JSON node a line, ExportNode's text)
 // in batches of AdminEngine::kMaxMergeNodes, batch k under the receipt
-// `receipt_base`/k; returns the nodes merged. An error stops it: the
-// engine's, or a batch the engine did not take because its receipt is in
-// the store already (a snapshot of a new store is taken once, so that
+// `receipt_base`/k. A node of a biz this map lacks is left out and counted:
+// the peer's map may be a step of a rolling change ahead or behind, and the
+// nodes after it are this shard's all the same. Any other error stops it:
+// the engine's, or a batch the engine did not take because its receipt is
+// in the store already (a snapshot of a new store is taken once, so that
 // batch's nodes are not this snapshot's to count).
-Result<uint64_t> MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base);
+Result<SnapshotMerged> MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base);
 
 }  // namespace frs::server

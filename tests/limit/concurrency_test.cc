@@ -454,6 +454,57 @@ TEST_F(LeaseTest, AMergedNodeNoRuleTakesIsNotWritten) {
   EXPECT_FALSE(found) << line;
 }
 
+// A replica snapshot from a peer whose map has a biz this one lacks (a map
+// change rolling across the cluster): MergeNodes refuses the whole batch
+// and changes nothing; MergeKnownNodes leaves that node out, counts it and
+// merges the rest, the lease and its id with them.
+TEST_F(LeaseTest, ANodeOfABizTheMapLacksIsLeftOutOfAKnownNodesMerge) {
+  const Decision held = Acquire("inflight", "mixed");
+  ASSERT_TRUE(held.allowed);
+  std::string line;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& node) {
+    if (node.key == "mixed") line = engine_->ExportNode(node).value();
+                      })
+                  .ok());
+  ASSERT_FALSE(line.empty());
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "inflight", .key = "mixed"}).found);
+  std::string other = line;
+  const size_t name_at = other.find("\"biz_name\":\"inflight\"");
+  ASSERT_NE(name_at, std::string::npos) << other;
+  other.replace(name_at, std::strlen("\"biz_name\":\"inflight\""), "\"biz_name\":\"gone\"");
+  const size_t id_at = other.find("\"biz\":");
+  ASSERT_NE(id_at, std::string::npos) << other;
+  other.replace(id_at, other.find(',', id_at) - id_at, "\"biz\":4321");
+  const std::string_view lines[] = {other, line};
+  auto refused = engine_->MergeNodes(lines, "snap-mixed");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsNotFound()) << refused.status().ToString();
+  EXPECT_FALSE(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "mixed"}).found);
+
+  size_t other_biz = 9;
+  auto merged = engine_->MergeKnownNodes(lines, "snap-mixed", &other_biz);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_TRUE(merged.value());
+  EXPECT_EQ(other_biz, 1u);
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "mixed"}).count, 1);
+  // Sent again under its receipt: taken once.
+  auto again = engine_->MergeKnownNodes(lines, "snap-mixed", &other_biz);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again.value());
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "mixed"}).count, 1);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "mixed", IdOf(held)).released);
+
+  // A batch of none but such nodes merges nothing and still answers taken.
+  const std::string_view only_other[] = {other};
+  auto none = engine_->MergeKnownNodes(only_other, "snap-other", &other_biz);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none.value());
+  EXPECT_EQ(other_biz, 1u);
+}
+
 TEST_F(LeaseTest, RenewExtendsByTheLease) {
   Decision a = Acquire("inflight", "u1");
   clock_.Advance(8'000);

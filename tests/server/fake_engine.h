@@ -26,6 +26,7 @@ class FakeEngine final : public AdminEngine {
   uint32_t today = 0;
   // MergeNodes answers NotFound unless `merges`; then each receipt once.
   bool merges = false;
+  std::string other_biz_mark;  // MergeKnownNodes: see there
   std::set<std::string> receipts;
   size_t merged_nodes = 0;
 
@@ -186,6 +187,18 @@ class FakeEngine final : public AdminEngine {
   }
   Result<bool> ReplaceNodes(std::span<const std::string_view> lines, std::string_view receipt) override {
     return MergeNodes(lines, receipt);
+  }
+  // A line holding `other_biz_mark` is of a biz this map lacks.
+  Result<bool> MergeKnownNodes(std::span<const std::string_view> lines, std::string_view receipt,
+                               size_t* other_biz) override {
+    *other_biz = 0;
+    if (!merges) return Status::NotFound("fake");
+    if (!receipts.insert(std::string(receipt)).second) return false;
+    for (std::string_view l : lines) {
+      if (!other_biz_mark.empty() && l.find(other_biz_mark) != std::string_view::npos) ++*other_biz;
+      else ++merged_nodes;
+    }
+    return true;
   }
   Result<bool> ApplyChanges(std::span<const Change>, std::string_view, uint64_t, size_t) override {
     return Status::NotFound("fake");

@@ -26,7 +26,8 @@ TEST(SnapshotMerge, CountsTheNodesOfEveryBatchTaken) {
   e.merges = true;
   auto r = MergeSnapshot(Lines(2 * kBatch + 1) + "\n", &e, "snap/a/b/7");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r.value(), 2 * kBatch + 1);
+  EXPECT_EQ(r->nodes, 2 * kBatch + 1);
+  EXPECT_EQ(r->other_biz, 0u);
   EXPECT_EQ(e.merged_nodes, 2 * kBatch + 1);
   EXPECT_EQ(e.receipts, (std::set<std::string>{"snap/a/b/7/0", "snap/a/b/7/1", "snap/a/b/7/2"}));
 }
@@ -36,7 +37,7 @@ TEST(SnapshotMerge, ABatchWhoseReceiptIsThereAlreadyIsAnErrorNotNodesTaken) {
   e.merges = true;
   e.receipts.insert("snap/a/b/7/1");  // the second batch's
   auto r = MergeSnapshot(Lines(3 * kBatch), &e, "snap/a/b/7");
-  ASSERT_FALSE(r.ok()) << "counted " << r.value() << " nodes of which the engine took " << e.merged_nodes;
+  ASSERT_FALSE(r.ok()) << "counted " << r->nodes << " nodes of which the engine took " << e.merged_nodes;
   EXPECT_EQ(r.status().code(), Status::Code::kConflict) << r.status().ToString();
   EXPECT_NE(r.status().message().find("batch snap/a/b/7/1 (" + std::to_string(kBatch) + " nodes) was not merged"),
             std::string::npos)
@@ -64,7 +65,21 @@ TEST(SnapshotMerge, TheEnginesErrorStopsIt) {
   EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
   auto empty = MergeSnapshot("\n\n", &e, "snap/x");
   ASSERT_TRUE(empty.ok());
-  EXPECT_EQ(empty.value(), 0u);
+  EXPECT_EQ(empty->nodes, 0u);
+}
+
+// A peer's map a step of a rolling change away: its nodes of a biz this map
+// lacks are left out and counted, and every batch after them is merged.
+TEST(SnapshotMerge, NodesOfABizTheMapLacksAreLeftOutAndTheRestMerged) {
+  testing::FakeEngine e;
+  e.merges = true;
+  e.other_biz_mark = "\"node\":1}";  // the first batch's second line
+  auto r = MergeSnapshot(Lines(2 * kBatch + 1), &e, "snap/a/b/7");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->other_biz, 1u);
+  EXPECT_EQ(r->nodes, 2 * kBatch);
+  EXPECT_EQ(e.merged_nodes, 2 * kBatch);
+  EXPECT_EQ(e.receipts.size(), 3u);
 }
 
 }  // namespace
