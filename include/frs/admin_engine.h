@@ -157,14 +157,19 @@ class AdminEngine : public Engine {
   // was already there; an error changes nothing.
   static constexpr size_t kMaxMergeNodes = Store::kMaxBatch - 1;
   virtual Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
-  // As MergeNodes, but a node of a biz this map lacks is left out (counted
-  // in *other_biz) where MergeNodes refuses the batch for it: a peer's
-  // replica snapshot, taken under a map that a change rolling across the
-  // cluster gave bizzes this one has not yet, or no longer. The batch's
-  // other nodes are merged; a batch of none but those still writes its
-  // receipt, so it is counted once.
+  // As MergeNodes, but a node of a biz this map lacks is left out (named
+  // in *left_out: its line's index and the biz id it names) where
+  // MergeNodes refuses the batch for it: a peer's replica snapshot, taken
+  // under a map that a change rolling across the cluster gave bizzes this
+  // one has not yet, or no longer. The batch's other nodes are merged; a
+  // batch of none but those still writes its receipt, so it is counted
+  // once.
+  struct LeftOutNode {
+    size_t line = 0;
+    uint32_t biz = 0;
+  };
   virtual Result<bool> MergeKnownNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
-                                       size_t* other_biz) = 0;
+                                       std::vector<LeftOutNode>* left_out) = 0;
   // As MergeNodes, but each sent node's rules take the place of this
   // store's node's, and its reservation table too: the copy a route's old
   // owner sends a new holder when replicas are switched on, whose node

@@ -206,9 +206,9 @@ class EngineImpl final : public AdminEngine {
     return FoldNodes(json_lines, receipt, /*replace=*/false, nullptr);
   }
   Result<bool> MergeKnownNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
-                               size_t* other_biz) override {
-    *other_biz = 0;
-    return FoldNodes(json_lines, receipt, /*replace=*/false, other_biz);
+                               std::vector<LeftOutNode>* left_out) override {
+    left_out->clear();
+    return FoldNodes(json_lines, receipt, /*replace=*/false, left_out);
   }
   Result<bool> ReplaceNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override {
     return FoldNodes(json_lines, receipt, /*replace=*/true, nullptr);
@@ -224,10 +224,10 @@ class EngineImpl final : public AdminEngine {
   uint32_t Today(int64_t now_s) const;
   // MergeNodes (each sent node summed into this store's, rule by rule) and
   // ReplaceNodes (each sent node taking its place whole), one transaction.
-  // `other_biz`: null, a node of a biz the map lacks refuses the batch;
-  // else it is left out and counted there.
+  // `left_out`: null, a node of a biz the map lacks refuses the batch;
+  // else it is left out and named there.
   Result<bool> FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt, bool replace,
-                         size_t* other_biz);
+                         std::vector<LeftOutNode>* left_out);
 
   // The one check of a request, whichever way it is decided: its biz, or
   // null with `d` holding the error (or nothing: stats has no decision).

@@ -327,6 +327,7 @@ struct ParsedNode {
   bool route_known = false;
   std::string state;         // rule blocks, each carrying its tag
   std::string reservations;  // the node's reservation table, or empty
+  uint32_t sent_biz = 0;     // the biz id it names (set also when the map lacks it), 0 if none in range
 };
 
 }  // namespace
@@ -353,6 +354,7 @@ static Status ParseNode(std::string_view json_line, const Map& map, int64_t now_
   if (j.type != T::kObject || !biz_id || !key_len || !fp_lo || !fp_hi || !rules || (!key_hex && !key_text)) {
     return Status::InvalidArgument("a node needs biz, key or key_hex, key_len, fp_lo, fp_hi and rules");
   }
+  if (biz_id->i >= 1 && biz_id->i <= 65535) out->sent_biz = static_cast<uint32_t>(biz_id->i);
   const Biz* biz = biz_name && !biz_name->s.empty() ? map.Find(biz_name->s) : nullptr;
   if (biz == nullptr && biz_id->i >= 1 && biz_id->i <= 65535) biz = map.FindId(static_cast<uint16_t>(biz_id->i));
   if (biz == nullptr) {
@@ -532,7 +534,7 @@ bool TableOfItsOwn(std::span<const uint8_t> here, const std::string& sent) {
 }  // namespace
 
 Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt, bool replace,
-                                   size_t* other_biz) {
+                                   std::vector<LeftOutNode>* left_out) {
   if (receipt.empty() || receipt.size() > kMaxKeyBytes) return Status::InvalidArgument("a receipt is 1..255 bytes");
   if (json_lines.empty() || json_lines.size() > kMaxMergeNodes)
     return Status::InvalidArgument("a merge carries 1.." + std::to_string(kMaxMergeNodes) + " nodes");
@@ -550,8 +552,8 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
     const size_t i = n;
     ParsedNode& pn = nodes[i];
     if (Status s = ParseNode(json_lines[line], *map, now.s, &pn); !s.ok()) {
-      if (s.IsNotFound() && other_biz != nullptr) {
-        ++*other_biz;
+      if (s.IsNotFound() && left_out != nullptr) {
+        left_out->push_back({line, pn.sent_biz});
         pn = ParsedNode{};
         continue;
       }

@@ -237,6 +237,9 @@ class Handler {
   };
   Ahead AheadOf(size_t peer) const;
   void ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status);
+  // The changes kept aside here on the routes shard `peer` holds, as a
+  // snapshot carries them (replica_park.h: ParkedRecordsFor).
+  Result<std::string> ParkedFor(long peer) const;
   // Logs (at most once a minute per sender) that `peer` runs the <cluster> list after
   // this shard's (its digest `theirs`), whose changes are taken meanwhile.
   void NoteSenderAhead(std::string_view peer, std::string_view theirs);

@@ -4,6 +4,7 @@
 //                                                               a batch of changes (replica_wire.h)
 //   GET  /replicate?for=SHARD&digest=D[&previous=P]             what this shard still queues for SHARD
 //   GET  /replicate?for=SHARD&digest=D&snapshot=1[&file=F]      every node (of store file F) SHARD holds
+//        [&parked=1]                                           and the changes kept aside for its routes
 //   GET  /replicate?state=1                                     this shard's list, what it still delivers
 //                                                               from an earlier list, and whether a
 //                                                               ring change's handoff is pending here
@@ -52,6 +53,7 @@ struct ReplicateQuery {
   std::string from, stream, forname, digest, previous, token, lease_key, handed_off;
   uint64_t seq = 0, file = 0, first = 0;
   bool snapshot = false, have_file = false, state = false;
+  bool parked = false;  // a snapshot with the changes kept aside for the asker's routes (replica_park.h)
 };
 
 void Handler::LogKeyRefusal(std::string_view peer, const char* what, bool peer_keyless, bool self_keyless) {
@@ -133,6 +135,7 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
     else if (name == "previous") q->previous = std::string(value);
     else if (name == "lease_key") q->lease_key = std::string(value);
     else if (name == "snapshot") q->snapshot = value == "1";
+    else if (name == "parked") q->parked = value == "1";
     else if (name == "state") q->state = value == "1";
     else if (name == "handed_off") q->handed_off = std::string(value);
     else if (name == "token") q->token = std::string(value);
@@ -141,7 +144,8 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
     else if (name == "file" && number(&q->file)) q->have_file = true;
     else
       return "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
-             "' (from, stream, seq, first, digest, previous, lease_key; for, snapshot, file; state; handed_off)";
+             "' (from, stream, seq, first, digest, previous, lease_key; for, snapshot, parked, file; state; "
+             "handed_off)";
   }
   // A stream's name becomes the receipts' (repl/STREAM) and the log's:
   // a sender's is "SELF/PID.NS", printable, its SELF at most a 253-byte
@@ -599,8 +603,12 @@ void Handler::TakeParkedChanges() {
     // A receipt of its own per biz and sender's stream, at the batch's seq:
     // taken again (its taker killed before it rewrote the file), it is a
     // duplicate; the batch's own receipt is its stream's.
-    const std::string stream = "park/" + std::to_string(b.biz) + "/" + Hex16(StreamHash(b.stream));
-    return engine_->ApplyChanges(b.changes, stream, b.seq);
+    // A record of a snapshot's nodes: merged under its own receipt.
+    if (!b.nodes.empty()) {
+      std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
+      return engine_->MergeNodes(lines, b.stream);
+    }
+    return engine_->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq);
   };
   auto taken = TakeParked(opts_.park_path, known, apply, ::time(nullptr));
   if (!taken.ok()) {
@@ -615,8 +623,10 @@ void Handler::TakeParkedChanges() {
     if (taken->kept > 0) still = std::to_string(taken->kept) + " still kept for bizzes this map has not";
     if (taken->held > 0)
       still += (still.empty() ? "" : ", ") + std::to_string(taken->held) + " held for the next take (said above)";
-    FRS_LOG("replicas: %zu change(s) another shard sent of biz(es) %s while this map lacked them are applied now%s%s%s",
-            taken->applied, bizzes.c_str(), still.empty() ? "" : " (", still.c_str(), still.empty() ? "" : ")");
+    FRS_LOG(
+        "replicas: %zu change(s) or node(s) another shard sent of biz(es) %s while this map lacked them are applied "
+        "now%s%s%s",
+        taken->applied, bizzes.c_str(), still.empty() ? "" : " (", still.c_str(), still.empty() ? "" : ")");
   }
   if (taken->dropped > 0)
     FRS_LOG(
@@ -865,6 +875,21 @@ bool FirstSnapshotAsk(ReplicaShared& shared, size_t pi, std::string_view nonce) 
 
 }  // namespace
 
+// The records kept aside here (replica_park.h) with only their changes on
+// the routes shard `peer` owns or follows. Those uses, of a biz this map
+// lacks, are in none of its nodes: a snapshot carries them to a store that
+// lost its own. Read before the snapshot's hold (a reload's take holds the
+// file while it waits for the engine): one taken into the store in between
+// is in both, counted more, never less.
+Result<std::string> Handler::ParkedFor(long peer) const {
+  if (opts_.park_path.empty()) return std::string();
+  const ClusterView& c = opts_.cluster;
+  return ParkedRecordsFor(opts_.park_path, [&](const Change& ch) {
+    const uint32_t pos = ch.route_known ? ch.route_pos : Ring::HashRoute(Ring::RouteOf(ch.key, {}));
+    return static_cast<long>(c.ring->OwnerOfHash(pos)) == peer || c.ring->SuccessorOfHash(pos) == peer;
+  });
+}
+
 // GET with snapshot=1: every node (of store file `file`) the shard `peer`
 // holds, owner or successor, read while the store holds still.
 void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status) {
@@ -906,6 +931,12 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
              "/replicate: this snapshot ask (its nonce) was answered here already: the same request sent again "
              "(a shard asks each snapshot anew), refused as its answer holds this shard's store still",
              status);
+    return;
+  }
+  // Before the hold (ParkedFor says why).
+  Result<std::string> parked = q.parked ? ParkedFor(peer) : std::string();
+  if (!parked.ok()) {
+    TextBody(503, "/replicate: the changes kept aside here cannot be read: " + parked.status().message(), status);
     return;
   }
   const int64_t deadline = MonoNs() + kSnapshotHoldNs;
@@ -974,6 +1005,10 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
   if (MonoNs() >= deadline) {  // the workers went on before the reading ended
     TextBody(503, too_long, status);
     return;
+  }
+  if (!parked->empty()) {
+    body_ += kParkedFirstLine;
+    body_ += *parked;
   }
   *status = 200;
 }

@@ -201,6 +201,70 @@ void TakeReloadedToken(const CatchUp& c, ReplicaSigner* signer, int64_t* read_ns
   signer->SetToken(next.value().admin_token);
 }
 
+// A snapshot's nodes of bizzes this map lacks (the other shard a step of
+// a map rollout ahead or behind), kept aside in the store directory and
+// merged by the take after the reload that brings their biz, each batch's
+// of a biz under a receipt of their own (its batch's was written when the
+// rest merged). Left out for good, this copy was short of their uses, and
+// a failover after the rollout granted them again.
+void KeepAsideLeftOut(const CatchUp& c, const std::string& name, const std::vector<SnapshotMerged::LeftOut>& left) {
+  const std::string path = store_dir::In(c.cfg.store_dir, store_dir::kReplicaParked);
+  auto fd = LockParked(path);
+  size_t kept = 0;
+  std::string why;
+  for (size_t i = 0; i < left.size();) {
+    size_t end = i;
+    std::vector<std::string_view> lines;
+    while (end < left.size() && left[end].biz == left[i].biz && left[end].receipt == left[i].receipt)
+      lines.push_back(left[end++].line);
+    const Status s = !fd.ok()
+                         ? fd.status()
+                         : ParkNodes(*fd, path, left[i].biz, left[i].receipt + "/left/" + std::to_string(left[i].biz),
+                                     lines, ::time(nullptr));
+    if (s.ok()) kept += lines.size();
+    else if (why.empty()) why = s.message();
+    i = end;
+  }
+  if (kept > 0)
+    FRS_LOG(
+        "replicas: %zu node(s) of the snapshot of %s are of bizzes this map.xml lacks: kept aside in %s until a "
+        "reload brings them (a map change not yet made on every shard?); after a day without it they are dropped",
+        kept, name.c_str(), path.c_str());
+  if (kept < left.size())
+    FRS_LOG(
+        "replicas: %zu node(s) of the snapshot of %s are of bizzes this map.xml lacks and could not be kept aside: "
+        "%s; their uses are missing from this copy until their windows end",
+        left.size() - kept, name.c_str(), why.c_str());
+}
+
+// The changes shard `name` kept aside for this shard's routes, carried by
+// its snapshot: applied now for a biz this map has, kept aside here for the
+// others (as that shard's own take would, each under the receipt a take
+// uses: replica_park.h).
+void TakeCarriedParked(const CatchUp& c, const std::string& name, std::string_view records) {
+  const std::string path = store_dir::In(c.cfg.store_dir, store_dir::kReplicaParked);
+  auto known = [&](uint32_t biz) { return c.engine->ResolveBiz(std::to_string(biz)).ok(); };
+  auto apply = [&](const ParkedBatch& b) -> Result<bool> {
+    if (!b.nodes.empty()) {
+      std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
+      return c.engine->MergeNodes(lines, b.stream);
+    }
+    return c.engine->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq, 0);
+  };
+  auto taken = TakeParkedRecords(records, path, known, apply, ::time(nullptr));
+  if (!taken.ok()) {
+    FRS_LOG("replicas: the changes %s kept aside for this shard's routes could not be taken: %s", name.c_str(),
+            taken.status().message().c_str());
+    return;
+  }
+  for (const std::string& p : taken->problems) FRS_LOG("replicas: %s", p.c_str());
+  FRS_LOG(
+      "replicas: the snapshot of %s carried %zu change(s) it kept aside for a biz its map lacks: %zu applied here, %zu "
+      "kept aside in %s for a biz this map lacks too",
+      name.c_str(), taken->applied + taken->duplicates + taken->kept + taken->held + taken->dropped, taken->applied,
+      taken->kept + taken->held, path.c_str());
+}
+
 // The snapshot of shard `i` (`name`) asked and merged; the nodes merged.
 // Its changes are taken from then on (hold_off[i] released), whatever
 // became of the snapshot, unless a stop was asked meanwhile (the catch-up
@@ -218,7 +282,20 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   // Every store file in one answer: one reading of the sender's store,
   // so one set of stream numbers holds for all of it. A 503 is asked
   // again (bounded, logged): this shard keeps answering 503 meanwhile.
-  const std::string ask = "/replicate?for=" + c.self + "&digest=" + c.digest + "&snapshot=1" + lease_key;
+  const std::string plain_ask = "/replicate?for=" + c.self + "&digest=" + c.digest + "&snapshot=1" + lease_key;
+  std::string ask = plain_ask + "&parked=1";
+  // An frsd before parked= refuses it: asked again without (the changes it
+  // kept aside for a biz its map lacks then stay there).
+  auto get = [&]() {
+    auto got = http.Get(ask);
+    if (got.ok() && got->status == 400 && got->body.find("parameter 'parked'") != std::string::npos) {
+      FRS_LOG("replicas: %s takes no parked= (an older frsd): its snapshot is asked without the changes it kept aside",
+              name.c_str());
+      ask = plain_ask;
+      got = http.Get(ask);
+    }
+    return got;
+  };
   // So is one that took the request and did not answer, and from then on
   // whatever becomes of the attempts: that shard is alive (a pause, a
   // stalled disk) and holds what this one lacks; given up after one
@@ -226,7 +303,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   // that refuses or closes the connection at once is gone: not waited for.
   FRS_LOG("replicas: asking %s for its snapshot of this shard's routes", name.c_str());
   const int64_t first_ask_ns = MonoNs();
-  auto r = http.Get(ask);
+  auto r = get();
   bool alive = r.ok() || http.Unanswered();
   bool ever_answered = r.ok();
   // A 403 (this shard's admin token refused) is asked again too, with the
@@ -245,7 +322,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     CounterAdd(c.shared->snapshot_retries);
     SleepMs(wait_ms);
     if (!r.ok() && !AnswersAgain(c, name)) break;
-    r = http.Get(ask);
+    r = get();
     alive = alive || r.ok() || http.Unanswered();
     ever_answered = ever_answered || r.ok();
   }
@@ -285,20 +362,25 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     CounterSet(c.shared->hold_off[i], 0);
     return 0;
   }
+  // After the nodes, the changes that shard kept aside for this one's
+  // routes (replica_park.h), if any.
+  std::string_view parked;
+  if (body.starts_with(kParkedFirstLine)) {
+    parked = body.substr(kParkedFirstLine.size());
+    body = {};
+  } else if (const size_t at = body.find("\n" + std::string(kParkedFirstLine)); at != std::string_view::npos) {
+    parked = body.substr(at + 1 + kParkedFirstLine.size());
+    body = body.substr(0, at + 1);
+  }
   uint64_t nodes = 0;
   auto merged = MergeSnapshot(body, c.engine, "snap/" + c.cfg.cluster_self + "/" + name + "/" + std::to_string(t));
   if (!merged.ok()) {
     FRS_LOG("replicas: the snapshot of %s could not be merged: %s", name.c_str(), merged.status().message().c_str());
   } else {
     nodes = merged->nodes;
-    // Their counts stay with the peer, the routes' other holder: this map
-    // has no rule to count them by.
-    if (merged->other_biz != 0)
-      FRS_LOG(
-          "replicas: %llu nodes of the snapshot of %s are of bizzes this map.xml lacks: not taken (a map change not "
-          "yet made on every shard?); its other nodes were",
-          static_cast<unsigned long long>(merged->other_biz), name.c_str());
+    if (!merged->left_out.empty()) KeepAsideLeftOut(c, name, merged->left_out);
   }
+  if (!parked.empty()) TakeCarriedParked(c, name, parked);
   // Release: a worker that sees the changes taken sees `carried` too.
   std::atomic_ref<uint64_t>(c.shared->hold_off[i]).store(0, std::memory_order_release);
   return nodes;

@@ -16,13 +16,15 @@
 #include "os/unique_dir.h"
 #include "os/unique_fd.h"
 #include "os/whole_file.h"
+#include "server/metrics.h"
 #include "server/replica_wire.h"
 
 namespace frs::server {
 namespace {
 
-constexpr std::string_view kParkedMagic = "frs-replica-parked 1\n";
+constexpr std::string_view kParkedMagic = kParkedFirstLine;
 constexpr std::string_view kBatchWord = "batch ";
+constexpr std::string_view kNodesWord = "nodes ";
 // A record's last line: a record cut within its last change line, which
 // the next writer's separating line end completed, would read whole
 // without it (a key cut short applied as another key: found from outside).
@@ -78,51 +80,75 @@ bool Kept(const Change& c, uint32_t biz) {
 // What a reading found at the start of the text left.
 enum class Read { kRecord, kDamaged };
 
-// One record from *text into *b (its bytes in *raw). A change line never
-// starts with "batch ", so a record cut short by its writer's death ends
-// where the next record's header begins: kDamaged, *text left at that
-// header (or its end), so that the records after it are still read.
+static_assert(kNodesWord.size() == kBatchWord.size(), "a header's words are read past either the same way");
+
+bool StartsRecord(std::string_view text) { return text.starts_with(kBatchWord) || text.starts_with(kNodesWord); }
+
+// One record from *text into *b (its bytes in *raw). No change or node
+// line starts with "batch " or "nodes ", so a record cut short by its
+// writer's death ends where the next record's header begins: kDamaged,
+// *text left at that header (or its end), so that the records after it are
+// still read.
 Read ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) {
   const std::string_view start = *text;
   auto skip_to_next = [&] {
-    size_t at = text->find("\n" + std::string(kBatchWord));
+    const size_t a = text->find("\n" + std::string(kBatchWord)), n = text->find("\n" + std::string(kNodesWord));
+    const size_t at = std::min(a, n);
     text->remove_prefix(at == std::string_view::npos ? text->size() : at + 1);
     return Read::kDamaged;
   };
   const size_t nl = text->find('\n');
-  if (!text->starts_with(kBatchWord) || nl == std::string_view::npos) return skip_to_next();
+  const bool nodes = text->starts_with(kNodesWord);
+  if (!StartsRecord(*text) || nl == std::string_view::npos) return skip_to_next();
+  // batch BIZ SEQ AT_S COUNT STREAM, or nodes BIZ AT_S COUNT RECEIPT
   std::string_view head = text->substr(kBatchWord.size(), nl - kBatchWord.size());
+  const int words = nodes ? 4 : 5;
   std::string_view f[5];
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < words - 1; ++i) {
     const size_t sp = head.find(' ');
     if (sp == std::string_view::npos) return skip_to_next();
     f[i] = head.substr(0, sp);
     head.remove_prefix(sp + 1);
   }
-  f[4] = head;
+  f[words - 1] = head;
+  std::string_view* at_s = nodes ? &f[1] : &f[2];
+  std::string_view* count_s = nodes ? &f[2] : &f[3];
   size_t count = 0;
-  if (!ParkNumber(f[0], &b->biz) || !ParkNumber(f[1], &b->seq) || !ParkNumber(f[2], &b->at_s) ||
-      !ParkNumber(f[3], &count) || !ParkWord(f[4]) || count == 0 || count > kMaxParkedBytes)
+  if (!ParkNumber(f[0], &b->biz) || (!nodes && !ParkNumber(f[1], &b->seq)) || !ParkNumber(*at_s, &b->at_s) ||
+      !ParkNumber(*count_s, &count) || !ParkWord(f[words - 1]) || count == 0 || count > kMaxParkedBytes)
     return skip_to_next();
-  b->stream = std::string(f[4]);
+  b->stream = std::string(f[words - 1]);
   text->remove_prefix(nl + 1);
   size_t len = 0;
   for (size_t i = 0; i < count; ++i) {
     const size_t end = text->find('\n', len);
-    if (end == std::string_view::npos || text->substr(len).starts_with(kBatchWord)) {
+    if (end == std::string_view::npos || StartsRecord(text->substr(len))) {
       text->remove_prefix(std::min(len, text->size()));
-      return text->starts_with(kBatchWord) ? Read::kDamaged : skip_to_next();
+      return StartsRecord(*text) ? Read::kDamaged : skip_to_next();
     }
     len = end + 1;
   }
-  // Its changes are those ParkChanges keeps, of its own biz: one of another
-  // biz (the file edited) would be applied once that biz comes, to a node
-  // its own uses already count.
-  if (!text->substr(len).starts_with(kEndLine) ||
-      !DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() || b->changes.size() != count ||
-      !std::all_of(b->changes.begin(), b->changes.end(), [&](const Change& c) { return Kept(c, b->biz); })) {
+  bool whole = text->substr(len).starts_with(kEndLine);
+  if (whole && nodes) {
+    // Each an object on its line (the merge judges the rest, and refuses
+    // what is not a node for good).
+    for (std::string_view lines = text->substr(0, len); whole && !lines.empty();) {
+      const size_t end = lines.find('\n');
+      const std::string_view line = lines.substr(0, end);
+      whole = line.starts_with('{') && line.ends_with('}');
+      if (whole) b->nodes.emplace_back(line);
+      lines.remove_prefix(end + 1);
+    }
+  } else if (whole) {
+    // Its changes are those ParkChanges keeps, of its own biz: one of
+    // another biz (the file edited) would be applied once that biz comes,
+    // to a node its own uses already count.
+    whole = DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() && b->changes.size() == count &&
+            std::all_of(b->changes.begin(), b->changes.end(), [&](const Change& c) { return Kept(c, b->biz); });
+  }
+  if (!whole) {
     text->remove_prefix(len);
-    return text->starts_with(kBatchWord) || text->empty() ? Read::kDamaged : skip_to_next();
+    return StartsRecord(*text) || text->empty() ? Read::kDamaged : skip_to_next();
   }
   text->remove_prefix(len + kEndLine.size());
   raw->assign(start.substr(0, start.size() - text->size()));
@@ -152,21 +178,10 @@ void RemoveParkTemps(const std::string& path) {
 
 Result<os::UniqueFd> LockParked(const std::string& path) { return OpenParkLocked(path, true); }
 
-Status ParkChanges(const os::UniqueFd& fd, const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq,
-                   std::span<const Change> changes, int64_t now_s, size_t* kept) {
-  *kept = 0;
-  if (!ParkWord(stream)) return Status::InvalidArgument("a stream name with a space or a line break is not kept aside");
-  std::string lines;
-  size_t count = 0;
-  for (const Change& c : changes)
-    if (Kept(c, biz)) {
-      AppendChangeLine(c, &lines);
-      ++count;
-    }
-  if (count == 0) return Status::OK();
-  const std::string record = std::string(kBatchWord) + std::to_string(biz) + " " + std::to_string(seq) + " " +
-                             std::to_string(now_s) + " " + std::to_string(count) + " " + std::string(stream) + "\n" +
-                             lines + std::string(kEndLine);
+namespace {
+
+// Appends `record` (whole lines) to the file `fd` locked for `path`.
+Status AppendRecord(const os::UniqueFd& fd, const std::string& path, const std::string& record) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   const size_t size = static_cast<size_t>(st.st_size);
@@ -204,41 +219,34 @@ Status ParkChanges(const os::UniqueFd& fd, const std::string& path, uint32_t biz
     }
     done += static_cast<size_t>(n);
   }
-  *kept = count;
   return Status::OK();
 }
 
-Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(uint32_t)>& known,
-                             const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s) {
-  ParkTaken taken;
-  auto fd = OpenParkLocked(path, false);
-  if (!fd.ok()) return fd.status();
-  if (!fd->valid()) return taken;
-  RemoveParkTemps(path);
+// The file's text, read whole under the lock `fd` holds.
+Result<std::string> ReadParkFile(const os::UniqueFd& fd, const std::string& path) {
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   if (static_cast<size_t>(st.st_size) > 2 * kMaxParkedBytes)
     return Status::Corruption(path + " is " + std::to_string(st.st_size) + " bytes: not a file frsd wrote");
   std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
   while (got < text.size()) {
-    const ssize_t n = ::pread(fd->get(), text.data() + got, text.size() - got, static_cast<off_t>(got));
+    const ssize_t n = ::pread(fd.get(), text.data() + got, text.size() - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::FromErrno("cannot read " + path, errno);
     if (n == 0) break;
     got += static_cast<size_t>(n);
   }
   text.resize(got);
-  if (text.empty()) {
-    // Its first writer stopped before the first byte (a full disk): no
-    // record, and nothing to say at each take.
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("cannot remove " + path, errno);
-    return taken;
-  }
-  std::string_view rest = text;
-  if (rest.starts_with(kParkedMagic)) rest.remove_prefix(kParkedMagic.size());
-  else taken.problems.push_back(path + " does not start with \"frs-replica-parked 1\": read from its first record");
-  std::string keep;
+  return text;
+}
+
+// The records of `rest` taken as TakeParked says into *taken; those left
+// (their bytes) appended to *keep. True when any record was taken or
+// dropped (the file's text changes).
+bool TakeText(std::string_view rest, const std::string& path, const std::function<bool(uint32_t)>& known,
+              const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s, ParkTaken* taken,
+              std::string* keep) {
   // The biz and stream of each record refused for now: none of their later
   // records is applied (it would move their receipt past the one kept).
   std::set<std::pair<uint32_t, std::string>> held_back;
@@ -253,42 +261,147 @@ Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(u
       changed = true;
       continue;
     }
+    const size_t units = b.nodes.empty() ? b.changes.size() : b.nodes.size();
     const bool old = now_s - b.at_s > kMaxParkedSeconds;
     const bool blocked = held_back.count({b.biz, b.stream}) != 0;
     const bool is_known = known(b.biz);
     if (!blocked && is_known) {
       Result<bool> r = apply(b);
       if (r.ok()) {
-        (*r ? taken.applied : taken.duplicates) += b.changes.size();
-        if (std::find(taken.bizzes.begin(), taken.bizzes.end(), b.biz) == taken.bizzes.end())
-          taken.bizzes.push_back(b.biz);
+        (*r ? taken->applied : taken->duplicates) += units;
+        if (std::find(taken->bizzes.begin(), taken->bizzes.end(), b.biz) == taken->bizzes.end())
+          taken->bizzes.push_back(b.biz);
         changed = true;
         continue;
       }
       if (r.status().code() == Status::Code::kInvalidArgument) {
-        taken.problems.push_back("a record of biz " + std::to_string(b.biz) +
-                                 " never applies, dropped: " + r.status().message());
-        taken.dropped += b.changes.size();
+        taken->problems.push_back("a record of biz " + std::to_string(b.biz) +
+                                  " never applies, dropped: " + r.status().message());
+        taken->dropped += units;
         changed = true;
         continue;
       }
-      taken.problems.push_back("a record of biz " + std::to_string(b.biz) +
-                               " is kept for the next take: " + r.status().message());
+      taken->problems.push_back("a record of biz " + std::to_string(b.biz) +
+                                " is kept for the next take: " + r.status().message());
       held_back.insert({b.biz, b.stream});
     }
     if (old) {
-      taken.dropped += b.changes.size();
+      taken->dropped += units;
       changed = true;
       continue;
     }
-    (is_known ? taken.held : taken.kept) += b.changes.size();
-    keep += raw;
+    (is_known ? taken->held : taken->kept) += units;
+    *keep += raw;
   }
   if (damaged_bytes > 0)
-    taken.problems.push_back(
+    taken->problems.push_back(
         std::to_string(damaged_bytes) + " byte(s) of " + path +
         " are no whole record frsd wrote (a writer killed mid-write, or the file edited): dropped");
-  if (!changed) return taken;
+  return changed;
+}
+
+}  // namespace
+
+Status ParkChanges(const os::UniqueFd& fd, const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq,
+                   std::span<const Change> changes, int64_t now_s, size_t* kept) {
+  *kept = 0;
+  if (!ParkWord(stream)) return Status::InvalidArgument("a stream name with a space or a line break is not kept aside");
+  std::string lines;
+  size_t count = 0;
+  for (const Change& c : changes)
+    if (Kept(c, biz)) {
+      AppendChangeLine(c, &lines);
+      ++count;
+    }
+  if (count == 0) return Status::OK();
+  const std::string record = std::string(kBatchWord) + std::to_string(biz) + " " + std::to_string(seq) + " " +
+                             std::to_string(now_s) + " " + std::to_string(count) + " " + std::string(stream) + "\n" +
+                             lines + std::string(kEndLine);
+  if (Status s = AppendRecord(fd, path, record); !s.ok()) return s;
+  *kept = count;
+  return Status::OK();
+}
+
+Status ParkNodes(const os::UniqueFd& fd, const std::string& path, uint32_t biz, std::string_view receipt,
+                 std::span<const std::string_view> lines, int64_t now_s) {
+  if (!ParkWord(receipt)) return Status::InvalidArgument("a receipt with a space or a line break is not kept aside");
+  if (lines.empty()) return Status::OK();
+  std::string record = std::string(kNodesWord) + std::to_string(biz) + " " + std::to_string(now_s) + " " +
+                       std::to_string(lines.size()) + " " + std::string(receipt) + "\n";
+  for (std::string_view l : lines) {
+    if (!l.starts_with('{') || !l.ends_with('}') || l.find('\n') != std::string_view::npos)
+      return Status::InvalidArgument("a node line is one JSON object on its line");
+    record.append(l);
+    record += '\n';
+  }
+  record += kEndLine;
+  return AppendRecord(fd, path, record);
+}
+
+Result<std::string> ParkedRecordsFor(const std::string& path, const std::function<bool(const Change&)>& wanted) {
+  auto fd = OpenParkLocked(path, false);
+  if (!fd.ok()) return fd.status();
+  if (!fd->valid()) return std::string();
+  auto text = ReadParkFile(*fd, path);
+  if (!text.ok()) return text.status();
+  std::string_view rest = *text;
+  if (rest.starts_with(kParkedMagic)) rest.remove_prefix(kParkedMagic.size());
+  std::string out;
+  while (!rest.empty()) {
+    ParkedBatch b;
+    std::string raw;
+    if (ReadParkedRecord(&rest, &b, &raw) == Read::kDamaged || b.changes.empty()) continue;
+    std::string lines;
+    size_t count = 0;
+    for (const Change& c : b.changes)
+      if (wanted(c)) {
+        AppendChangeLine(c, &lines);
+        ++count;
+      }
+    if (count == 0) continue;
+    out += std::string(kBatchWord) + std::to_string(b.biz) + " " + std::to_string(b.seq) + " " +
+           std::to_string(b.at_s) + " " + std::to_string(count) + " " + b.stream + "\n" + lines + std::string(kEndLine);
+  }
+  return out;
+}
+
+Result<ParkTaken> TakeParkedRecords(std::string_view text, const std::string& path,
+                                    const std::function<bool(uint32_t)>& known,
+                                    const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s) {
+  ParkTaken taken;
+  std::string keep;
+  TakeText(text, "the records a snapshot carried", known, apply, now_s, &taken, &keep);
+  if (keep.empty()) return taken;
+  auto fd = LockParked(path);
+  if (!fd.ok()) return fd.status();
+  if (Status s = AppendRecord(*fd, path, keep); !s.ok()) return s;
+  return taken;
+}
+
+std::string ParkReceiptStream(uint32_t biz, std::string_view stream) {
+  return "park/" + std::to_string(biz) + "/" + Hex16(StreamHash(stream));
+}
+
+Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(uint32_t)>& known,
+                             const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s) {
+  ParkTaken taken;
+  auto fd = OpenParkLocked(path, false);
+  if (!fd.ok()) return fd.status();
+  if (!fd->valid()) return taken;
+  RemoveParkTemps(path);
+  auto text = ReadParkFile(*fd, path);
+  if (!text.ok()) return text.status();
+  if (text->empty()) {
+    // Its first writer stopped before the first byte (a full disk): no
+    // record, and nothing to say at each take.
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("cannot remove " + path, errno);
+    return taken;
+  }
+  std::string_view rest = *text;
+  if (rest.starts_with(kParkedMagic)) rest.remove_prefix(kParkedMagic.size());
+  else taken.problems.push_back(path + " does not start with \"frs-replica-parked 1\": read from its first record");
+  std::string keep;
+  if (!TakeText(rest, path, known, apply, now_s, &taken, &keep)) return taken;
   // Still under the lock: a writer that waits for it finds the name leads
   // elsewhere and opens it again.
   if (keep.empty()) {

@@ -45,6 +45,11 @@
 
 namespace frs::server {
 
+// The file's first line; in a replica snapshot's answer, the line after
+// its nodes that the records kept aside for the asker follow
+// (ParkedRecordsFor).
+inline constexpr std::string_view kParkedFirstLine = "frs-replica-parked 1\n";
+
 // The file takes no record past this size: a map left without a biz for
 // good must not fill the disk (a biz taken out here first fills it too, and
 // a biz added meanwhile then finds it full).
@@ -63,9 +68,12 @@ struct ParkedBatch {
   uint32_t biz = 0;
   uint64_t seq = 0;
   int64_t at_s = 0;
-  std::string stream;
+  std::string stream;           // a record of nodes: its receipt
   std::vector<Change> changes;  // their keys point into `keys`
   std::vector<std::string> keys;
+  // A record of nodes (ParkNodes): a snapshot's, ExportNode's lines; seq 0
+  // and no changes.
+  std::vector<std::string> nodes;
 };
 
 // The file opened and locked (an flock) for one batch's records: taken
@@ -90,6 +98,27 @@ struct ParkedBatch {
 [[nodiscard]] Status ParkChanges(const os::UniqueFd& fd, const std::string& path, uint32_t biz, std::string_view stream,
                                  uint64_t seq, std::span<const Change> changes, int64_t now_s, size_t* kept);
 
+// Appends to the file `fd` (LockParked's, for `path`) a record of a
+// replica snapshot's nodes of `biz`, a biz this map lacks (ExportNode's
+// lines, as the snapshot carried them): merged under `receipt` (no space
+// or line break) by the take after a reload that brings it. A shard on a
+// new store whose map is a step of a rollout behind its peer's left them
+// out, and its copy was short of that biz's uses for good.
+//
+//   nodes BIZ AT_S COUNT RECEIPT
+//   <COUNT node lines>
+//   end
+[[nodiscard]] Status ParkNodes(const os::UniqueFd& fd, const std::string& path, uint32_t biz, std::string_view receipt,
+                               std::span<const std::string_view> lines, int64_t now_s);
+
+// The change records of the file at `path`, each with only the changes
+// `wanted` takes (a record left with none is left out), in the file's
+// order and format without its first line: what a snapshot carries to a
+// shard on a new store, since the uses a shard kept aside are in none of
+// its nodes. No file: empty. Read under the file's lock.
+[[nodiscard]] Result<std::string> ParkedRecordsFor(const std::string& path,
+                                                   const std::function<bool(const Change&)>& wanted);
+
 struct ParkTaken {
   size_t applied = 0;                 // changes of records applied
   size_t duplicates = 0;              // changes of records applied before (a take killed before its rewrite)
@@ -112,6 +141,20 @@ struct ParkTaken {
 // nothing taken, and an empty file removed.
 [[nodiscard]] Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(uint32_t)>& known,
                                            const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s);
+
+// As TakeParked, of the records in `text` (ParkedRecordsFor's) instead of
+// a file's: those not applied and not dropped are appended to the file at
+// `path`, for the takes after the reloads to come. A damaged record is
+// dropped and said.
+[[nodiscard]] Result<ParkTaken> TakeParkedRecords(std::string_view text, const std::string& path,
+                                                  const std::function<bool(uint32_t)>& known,
+                                                  const std::function<Result<bool>(const ParkedBatch&)>& apply,
+                                                  int64_t now_s);
+
+// The receipt stream a take applies a change record under: one per biz and
+// sender's stream, at the batch's seq (so a record taken twice, its taker
+// killed before it rewrote the file, counts once).
+std::string ParkReceiptStream(uint32_t biz, std::string_view stream);
 
 // Removes the file and what a killed taker left of its rewrite (the
 // temporary names of os/whole_file.h): a new store's catch-up begun again

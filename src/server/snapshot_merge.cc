@@ -11,15 +11,16 @@ Result<SnapshotMerged> MergeSnapshot(std::string_view body, AdminEngine* engine,
   auto flush = [&]() -> Status {
     if (lines.empty()) return Status::OK();
     const std::string receipt = receipt_base + "/" + std::to_string(batch++);
-    size_t other_biz = 0;
-    auto r = engine->MergeKnownNodes(lines, receipt, &other_biz);
+    std::vector<AdminEngine::LeftOutNode> left_out;
+    auto r = engine->MergeKnownNodes(lines, receipt, &left_out);
     if (!r.ok()) return r.status();
     if (!r.value())
       return Status::Conflict("batch " + receipt + " (" + std::to_string(lines.size()) +
                               " nodes) was not merged: its receipt is in the store already; " +
                               std::to_string(out.nodes) + " nodes merged before it");
-    out.nodes += lines.size() - other_biz;
-    out.other_biz += other_biz;
+    out.nodes += lines.size() - left_out.size();
+    for (const AdminEngine::LeftOutNode& l : left_out)
+      if (l.line < lines.size()) out.left_out.push_back({lines[l.line], l.biz, receipt});
     lines.clear();
     return Status::OK();
   };

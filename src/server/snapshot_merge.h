@@ -7,19 +7,28 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "frs/admin_engine.h"
 
 namespace frs::server {
 
 struct SnapshotMerged {
-  uint64_t nodes = 0;      // merged
-  uint64_t other_biz = 0;  // left out: of a biz this map lacks (AdminEngine::MergeKnownNodes)
+  uint64_t nodes = 0;  // merged
+  // Left out, each of a biz this map lacks (AdminEngine::MergeKnownNodes):
+  // its line (in the body given) and that biz's id, and the receipt of
+  // its batch.
+  struct LeftOut {
+    std::string_view line;
+    uint32_t biz = 0;
+    std::string receipt;
+  };
+  std::vector<LeftOut> left_out;
 };
 
 // Merges a snapshot's node lines (one JSON node a line, ExportNode's text)
 // in batches of AdminEngine::kMaxMergeNodes, batch k under the receipt
-// `receipt_base`/k. A node of a biz this map lacks is left out and counted:
+// `receipt_base`/k. A node of a biz this map lacks is left out and named:
 // the peer's map may be a step of a rolling change ahead or behind, and the
 // nodes after it are this shard's all the same. Any other error stops it:
 // the engine's, or a batch the engine did not take because its receipt is

@@ -1384,7 +1384,7 @@ class Replicas(unittest.TestCase):
         self.assertEqual(st, 400, body)
         self.assertEqual(os.path.getsize(parked), size)
         self.assertEqual(p.b.metric("frs_replica_changes_parked_total"), 4)
-        roll(p.b, "4 change(s) another shard sent of biz(es) 3 while this map lacked them are applied now")
+        roll(p.b, "4 change(s) or node(s) another shard sent of biz(es) 3 while this map lacked them are applied now")
         self.assertFalse(os.path.exists(parked))
         self.assertEqual(p.b.count_of("added", k), 4)
         # The owner lost: its successor grants what is left of the limit.
@@ -1802,9 +1802,48 @@ class Replicas(unittest.TestCase):
             f.write(MAP)
         p.a.start()
         self.assertIn("node(s) taken from snapshots", p.a.log())
-        self.assertRegex(p.a.log(), r"replicas: 3 nodes of the snapshot of \S+ are of bizzes this map.xml lacks")
+        self.assertRegex(p.a.log(), r"replicas: 3 node\(s\) of the snapshot of \S+ are of bizzes this map.xml lacks")
         for i, k in enumerate(p.keys[5:10]):
             self.assertEqual(p.a.count(k), i + 1, k)
+        # Those nodes were kept aside (dropped, A's copy lacked their uses
+        # for good, and a failover after the rollout granted them again):
+        # the reload that brings the biz merges them.
+        with open(os.path.join(p.a.dir, "map.xml"), "w") as f:
+            f.write(added)
+        os.kill(p.a.proc.pid, signal.SIGHUP)
+        said = "3 change(s) or node(s) another shard sent of biz(es) 3 while this map lacked them are applied now"
+        self.assertTrue(processes.wait_for(lambda: said in p.a.log(), 5), p.a.log())
+        for k in p.keys[:3]:
+            self.assertEqual(p.a.count_of("added", k), 1, k)
+
+    def test_a_new_store_takes_back_the_uses_its_successor_kept_aside(self):
+        # A map that adds a biz reaches A first; B keeps A's uses of it
+        # aside. A then loses its store: B's snapshot has no node of that
+        # biz (B cannot count it), so it carries the changes it kept aside
+        # for A's routes. Before, A came back at 0 and granted the limit
+        # again (6 of 3 from outside).
+        slow = 'replica_mode="sync" replica_timeout_ms="5000"'
+        p = self.pair(extra_a=slow, extra_b=slow)
+        added = MAP.replace(
+            "</map>", '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>'
+        )
+        k = p.keys[1]
+        with open(os.path.join(p.a.dir, "map.xml"), "w") as f:
+            f.write(added)
+        os.kill(p.a.proc.pid, signal.SIGHUP)
+        self.assertTrue(processes.wait_for(lambda: "reloaded" in p.a.log(), 5), p.a.log())
+        for _ in range(3):
+            self.assertEqual(p.a.get("/acquire?biz=added&key=" + k)[0], 200)
+        self.assertEqual(p.b.metric("frs_replica_changes_parked_total"), 3)
+        p.a.kill9()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.a.start()
+        self.assertRegex(
+            p.a.log(), r"the snapshot of \S+ carried 3 change\(s\) it kept aside for a biz its map lacks: 3 applied"
+        )
+        self.assertEqual(p.a.count_of("added", k), 3)
+        answers = [p.a.get("/acquire?biz=added&key=" + k)[0] for _ in range(3)]
+        self.assertEqual(answers, [200, 200, 429])
 
     def use_then_lose_as_store(self, p, keys):
         """Key i of `keys` used i + 1 times on A (each use on B too), then A

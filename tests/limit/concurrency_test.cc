@@ -456,7 +456,7 @@ TEST_F(LeaseTest, AMergedNodeNoRuleTakesIsNotWritten) {
 
 // A replica snapshot from a peer whose map has a biz this one lacks (a map
 // change rolling across the cluster): MergeNodes refuses the whole batch
-// and changes nothing; MergeKnownNodes leaves that node out, counts it and
+// and changes nothing; MergeKnownNodes leaves that node out, names it and
 // merges the rest, the lease and its id with them.
 TEST_F(LeaseTest, ANodeOfABizTheMapLacksIsLeftOutOfAKnownNodesMerge) {
   const Decision held = Acquire("inflight", "mixed");
@@ -484,14 +484,16 @@ TEST_F(LeaseTest, ANodeOfABizTheMapLacksIsLeftOutOfAKnownNodesMerge) {
   EXPECT_TRUE(refused.status().IsNotFound()) << refused.status().ToString();
   EXPECT_FALSE(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "mixed"}).found);
 
-  size_t other_biz = 9;
-  auto merged = engine_->MergeKnownNodes(lines, "snap-mixed", &other_biz);
+  std::vector<AdminEngine::LeftOutNode> left_out(3);
+  auto merged = engine_->MergeKnownNodes(lines, "snap-mixed", &left_out);
   ASSERT_TRUE(merged.ok()) << merged.status().ToString();
   EXPECT_TRUE(merged.value());
-  EXPECT_EQ(other_biz, 1u);
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(left_out[0].line, 0u);
+  EXPECT_EQ(left_out[0].biz, 4321u);
   EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "mixed"}).count, 1);
   // Sent again under its receipt: taken once.
-  auto again = engine_->MergeKnownNodes(lines, "snap-mixed", &other_biz);
+  auto again = engine_->MergeKnownNodes(lines, "snap-mixed", &left_out);
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again.value());
   EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "mixed"}).count, 1);
@@ -499,10 +501,10 @@ TEST_F(LeaseTest, ANodeOfABizTheMapLacksIsLeftOutOfAKnownNodesMerge) {
 
   // A batch of none but such nodes merges nothing and still answers taken.
   const std::string_view only_other[] = {other};
-  auto none = engine_->MergeKnownNodes(only_other, "snap-other", &other_biz);
+  auto none = engine_->MergeKnownNodes(only_other, "snap-other", &left_out);
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_TRUE(none.value());
-  EXPECT_EQ(other_biz, 1u);
+  EXPECT_EQ(left_out.size(), 1u);
 }
 
 TEST_F(LeaseTest, RenewExtendsByTheLease) {

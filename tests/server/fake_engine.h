@@ -188,14 +188,15 @@ class FakeEngine final : public AdminEngine {
   Result<bool> ReplaceNodes(std::span<const std::string_view> lines, std::string_view receipt) override {
     return MergeNodes(lines, receipt);
   }
-  // A line holding `other_biz_mark` is of a biz this map lacks.
+  // A line holding `other_biz_mark` is of a biz this map lacks (id 7).
   Result<bool> MergeKnownNodes(std::span<const std::string_view> lines, std::string_view receipt,
-                               size_t* other_biz) override {
-    *other_biz = 0;
+                               std::vector<LeftOutNode>* left_out) override {
+    left_out->clear();
     if (!merges) return Status::NotFound("fake");
     if (!receipts.insert(std::string(receipt)).second) return false;
-    for (std::string_view l : lines) {
-      if (!other_biz_mark.empty() && l.find(other_biz_mark) != std::string_view::npos) ++*other_biz;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (!other_biz_mark.empty() && lines[i].find(other_biz_mark) != std::string_view::npos)
+        left_out->push_back({i, 7});
       else ++merged_nodes;
     }
     return true;

@@ -54,6 +54,7 @@ struct Seen {
   std::string stream;
   std::vector<std::string> keys;
   std::vector<int64_t> n;
+  std::vector<std::string> nodes;
 };
 
 struct Taker {
@@ -64,7 +65,7 @@ struct Taker {
     return TakeParked(
         path, [&](uint32_t b) { return std::find(known.begin(), known.end(), b) != known.end(); },
         [&](const ParkedBatch& b) {
-      Seen s{b.biz, b.seq, b.stream, {}, {}};
+      Seen s{b.biz, b.seq, b.stream, {}, {}, b.nodes};
       for (const Change& c : b.changes) {
         s.keys.emplace_back(c.key);
         s.n.push_back(c.n);
@@ -75,6 +76,19 @@ struct Taker {
         now);
   }
 };
+
+// A take of records in a text (a snapshot's), what is left appended to the file.
+Result<ParkTaken> TakeText(Taker& t, std::string_view text, const std::string& path, int64_t now = kParkNow) {
+  return TakeParkedRecords(
+      text, path, [&](uint32_t b) { return std::find(t.known.begin(), t.known.end(), b) != t.known.end(); },
+      [&](const ParkedBatch& b) {
+    Seen s{b.biz, b.seq, b.stream, {}, {}, b.nodes};
+    for (const Change& c : b.changes) s.keys.emplace_back(c.key);
+    t.seen.push_back(s);
+    return t.answer;
+      },
+      now);
+}
 
 // Each test's file, in a directory of its own.
 class ReplicaPark : public ::testing::Test {
@@ -323,6 +337,73 @@ TEST_F(ReplicaPark, AnEmptyFileIsNoRecordAndGoesUnsaid) {
   ASSERT_TRUE(taken.ok()) << taken.status().ToString();
   EXPECT_TRUE(taken->problems.empty()) << Problems(*taken);
   EXPECT_EQ(taken->applied + taken->dropped + taken->kept + taken->held, 0u);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace frs::server
+
+namespace frs::server {
+namespace {
+
+// A snapshot's nodes of a biz the map lacks are one record, merged under
+// its receipt once the biz comes; a snapshot carries the change records of
+// the asker's routes only, and what the asker cannot apply yet is kept
+// aside in its own file, in order, for its later takes.
+TEST_F(ReplicaPark, NodesAreKeptForTheirBizAndChangeRecordsCarriedByRoute) {
+  const std::string n1 = "{\"biz\":5,\"key\":\"a\"}", n2 = "{\"biz\":5,\"key\":\"b\"}";
+  {
+    auto fd = LockParked(path);
+    ASSERT_TRUE(fd.ok());
+    const std::string_view lines[] = {n1, n2};
+    ASSERT_TRUE(ParkNodes(*fd, path, 5, "snap/x/y/1/0/left/5", lines, kParkNow).ok());
+    const std::string_view bad[] = {"not json"};
+    EXPECT_FALSE(ParkNodes(*fd, path, 5, "snap/x/y/1/1/left/5", bad, kParkNow).ok());
+    EXPECT_FALSE(ParkNodes(*fd, path, 5, "a receipt", lines, kParkNow).ok());
+  }
+  ASSERT_TRUE(Park(path, 3, "s1", 4, Batch(), kParkNow).ok());
+  ASSERT_TRUE(Park(path, 4, "s1", 4, Batch(), kParkNow).ok());
+
+  // Carried: the change records, each with the changes wanted (not the
+  // nodes: the asker's snapshot is this store's nodes already).
+  auto carried = ParkedRecordsFor(path, [](const Change& c) { return c.key != "user:2"; });
+  ASSERT_TRUE(carried.ok()) << carried.status().ToString();
+  EXPECT_EQ(carried->find("nodes "), std::string::npos) << *carried;
+  EXPECT_EQ(carried->find("batch 4 "), std::string::npos) << *carried;  // its one change not wanted
+  EXPECT_NE(carried->find("batch 3 4 "), std::string::npos) << *carried;
+
+  // An asker whose map has neither biz keeps them in its own file, and
+  // applies them at the take after the reload that brings biz 3.
+  const std::string theirs = dir / "asker-parked";
+  Taker asker;
+  auto taken = TakeText(asker, *carried, theirs);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->kept, 2u);
+  EXPECT_TRUE(asker.seen.empty());
+  asker.known = {3};
+  taken = asker.Take(theirs);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 2u);
+  ASSERT_EQ(asker.seen.size(), 1u);
+  EXPECT_EQ(asker.seen[0].seq, 4u);
+  EXPECT_EQ(asker.seen[0].stream, "s1");
+  EXPECT_EQ(asker.seen[0].keys, (std::vector<std::string>{"user:1", std::string("a b\n%", 6)}));
+  EXPECT_FALSE(std::filesystem::exists(theirs));
+
+  // Here, the node record waits for biz 5, then goes to the merge whole.
+  Taker t;
+  t.known = {3, 4};
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->kept, 2u);  // the two nodes
+  t.seen.clear();
+  t.known = {5};
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->applied, 2u);
+  ASSERT_EQ(t.seen.size(), 1u);
+  EXPECT_EQ(t.seen[0].stream, "snap/x/y/1/0/left/5");
+  EXPECT_EQ(t.seen[0].nodes, (std::vector<std::string>{n1, n2}));
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 

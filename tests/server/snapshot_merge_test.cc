@@ -27,7 +27,7 @@ TEST(SnapshotMerge, CountsTheNodesOfEveryBatchTaken) {
   auto r = MergeSnapshot(Lines(2 * kBatch + 1) + "\n", &e, "snap/a/b/7");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->nodes, 2 * kBatch + 1);
-  EXPECT_EQ(r->other_biz, 0u);
+  EXPECT_TRUE(r->left_out.empty());
   EXPECT_EQ(e.merged_nodes, 2 * kBatch + 1);
   EXPECT_EQ(e.receipts, (std::set<std::string>{"snap/a/b/7/0", "snap/a/b/7/1", "snap/a/b/7/2"}));
 }
@@ -69,14 +69,18 @@ TEST(SnapshotMerge, TheEnginesErrorStopsIt) {
 }
 
 // A peer's map a step of a rolling change away: its nodes of a biz this map
-// lacks are left out and counted, and every batch after them is merged.
+// lacks are left out and named, and every batch after them is merged.
 TEST(SnapshotMerge, NodesOfABizTheMapLacksAreLeftOutAndTheRestMerged) {
   testing::FakeEngine e;
   e.merges = true;
-  e.other_biz_mark = "\"node\":1}";  // the first batch's second line
-  auto r = MergeSnapshot(Lines(2 * kBatch + 1), &e, "snap/a/b/7");
+  e.other_biz_mark = "\"node\":1}";                // the first batch's second line
+  const std::string body = Lines(2 * kBatch + 1);  // the lines left out point into it
+  auto r = MergeSnapshot(body, &e, "snap/a/b/7");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->other_biz, 1u);
+  ASSERT_EQ(r->left_out.size(), 1u);
+  EXPECT_EQ(r->left_out[0].line, "{\"node\":1}");
+  EXPECT_EQ(r->left_out[0].biz, 7u);
+  EXPECT_EQ(r->left_out[0].receipt, "snap/a/b/7/0");
   EXPECT_EQ(r->nodes, 2 * kBatch);
   EXPECT_EQ(e.merged_nodes, 2 * kBatch);
   EXPECT_EQ(e.receipts.size(), 3u);
