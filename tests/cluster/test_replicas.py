@@ -39,6 +39,10 @@ MAP = (
     '<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
     '  <biz id="2" name="small"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>\n'
 )
+# MAP with one more biz: a map change rolled across the shards one by one.
+MAP_ADDED = MAP.replace(
+    "</map>", '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>'
+)
 CLIENTS_PER_FRONT = 4
 
 
@@ -1349,17 +1353,12 @@ class Replicas(unittest.TestCase):
         # granted them again (10 of 5 from outside).
         slow = 'replica_mode="sync" replica_timeout_ms="5000"'
         p = self.pair(extra_a=slow, extra_b=slow)
-        added = MAP.replace(
-            "</map>", '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>'
-        )
+        added = MAP_ADDED
         k = p.keys[0]
         parked = os.path.join(p.b.dir, "data", "replica-parked")
 
         def roll(shard, said):
-            with open(os.path.join(shard.dir, "map.xml"), "w") as f:
-                f.write(added)
-            os.kill(shard.proc.pid, signal.SIGHUP)
-            self.assertTrue(processes.wait_for(lambda: said in shard.log(), 5), shard.log())
+            self.give_map(shard, added, said)
 
         roll(p.a, "reloaded")
         for _ in range(3):
@@ -1783,14 +1782,9 @@ class Replicas(unittest.TestCase):
         # nodes of a biz A lacks. They are left out and said; before, the
         # first of them failed the batch, and every node of it and after
         # was lost (the keys below read 0).
-        added = MAP.replace(
-            "</map>", '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>'
-        )
+        added = MAP_ADDED
         for shard in (p.a, p.b):
-            with open(os.path.join(shard.dir, "map.xml"), "w") as f:
-                f.write(added)
-            os.kill(shard.proc.pid, signal.SIGHUP)
-            self.assertTrue(processes.wait_for(lambda: "reloaded" in shard.log(), 5), shard.log())
+            self.give_map(shard, added, "reloaded")
         for k in p.keys[:3]:
             self.assertEqual(p.a.get("/acquire?biz=added&key=" + k)[0], 200)
         for i, k in enumerate(p.keys[5:10]):
@@ -1808,11 +1802,8 @@ class Replicas(unittest.TestCase):
         # Those nodes were kept aside (dropped, A's copy lacked their uses
         # for good, and a failover after the rollout granted them again):
         # the reload that brings the biz merges them.
-        with open(os.path.join(p.a.dir, "map.xml"), "w") as f:
-            f.write(added)
-        os.kill(p.a.proc.pid, signal.SIGHUP)
         said = "3 change(s) or node(s) another shard sent of biz(es) 3 while this map lacked them are applied now"
-        self.assertTrue(processes.wait_for(lambda: said in p.a.log(), 5), p.a.log())
+        self.give_map(p.a, added, said)
         for k in p.keys[:3]:
             self.assertEqual(p.a.count_of("added", k), 1, k)
 
@@ -1824,14 +1815,9 @@ class Replicas(unittest.TestCase):
         # again (6 of 3 from outside).
         slow = 'replica_mode="sync" replica_timeout_ms="5000"'
         p = self.pair(extra_a=slow, extra_b=slow)
-        added = MAP.replace(
-            "</map>", '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>'
-        )
+        added = MAP_ADDED
         k = p.keys[1]
-        with open(os.path.join(p.a.dir, "map.xml"), "w") as f:
-            f.write(added)
-        os.kill(p.a.proc.pid, signal.SIGHUP)
-        self.assertTrue(processes.wait_for(lambda: "reloaded" in p.a.log(), 5), p.a.log())
+        self.give_map(p.a, added, "reloaded")
         for _ in range(3):
             self.assertEqual(p.a.get("/acquire?biz=added&key=" + k)[0], 200)
         self.assertEqual(p.b.metric("frs_replica_changes_parked_total"), 3)
@@ -1844,6 +1830,13 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.count_of("added", k), 3)
         answers = [p.a.get("/acquire?biz=added&key=" + k)[0] for _ in range(3)]
         self.assertEqual(answers, [200, 200, 429])
+
+    def give_map(self, shard, text, said):
+        """`shard` given map.xml `text` by SIGHUP; waits for `said` in its log."""
+        with open(os.path.join(shard.dir, "map.xml"), "w") as f:
+            f.write(text)
+        os.kill(shard.proc.pid, signal.SIGHUP)
+        self.assertTrue(processes.wait_for(lambda: said in shard.log(), 5), shard.log())
 
     def use_then_lose_as_store(self, p, keys):
         """Key i of `keys` used i + 1 times on A (each use on B too), then A
