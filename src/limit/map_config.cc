@@ -833,33 +833,6 @@ void SlidingUsesDropped(const BizConfig& ob, const BizConfig& nb, const std::str
   }
 }
 
-// A token bucket's block keeps the low 16 bits of the max it was written
-// under (limit/token_bucket.h), and rules.history one max per interval: a
-// max of 65,536 or more changed with its interval kept is read at each
-// key's next use as max mod 65,536 (found from outside: max 100,000 ->
-// 60,000 with 50,000 tokens in use read 30,000 in use, and 80,000 granted
-// within seconds). Said until the block or the history carry more.
-void TokenBucketMaxUnknown(const BizConfig& ob, const BizConfig& nb, const std::string& who,
-                           std::vector<std::string>* out) {
-  for (uint32_t i = 0; i < nb.nrules; ++i) {
-    const RuleSpec& spec = nb.rules[i];
-    if (spec.algo != Algo::kTokenBucket) continue;
-    for (uint32_t j = 0; j < ob.nrules; ++j) {
-      const RuleSpec& was = ob.rules[j];
-      if (was.algo != Algo::kTokenBucket || std::string_view(was.name) != std::string_view(spec.name)) continue;
-      if (was.max >= 65536 && spec.max != was.max && TagIdentity(spec.tag) == TagIdentity(was.tag))
-        out->push_back(who + ": token_bucket rule '" + std::string(spec.name) + "' max " + std::to_string(was.max) +
-                       " -> " + std::to_string(spec.max) +
-                       " with its interval kept: a max of 65,536 or more is not known to its keys' blocks, which "
-                       "read their tokens in use as if it had been " +
-                       std::to_string(was.max & 0xffff) +
-                       (spec.max < was.max ? " (a lowered max then grants tokens still in use again)" : "") +
-                       "; change the interval with it (rules.history then knows the old max), or reset the biz");
-      break;
-    }
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy) {
@@ -959,7 +932,6 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                                  " that end last, and the others end when the key is next touched, charged their "
                                  "estimate as at their expiry (their settle answers 410)"));
     if (!(with_envoy && FromEnvoy(nb))) SlidingUsesDropped(*ob, nb, who, &out);
-    if (!(with_envoy && FromEnvoy(nb))) TokenBucketMaxUnknown(*ob, nb, who, &out);
   }
   return out;
 }

@@ -270,13 +270,26 @@ void RuleHistory::Apply(MapConfig* config) {
       const RuleSpec& spec = biz.rules[i];
       Entry now{biz.id, spec.name, TagIdentity(spec.tag), spec.max};
       std::vector<Entry>& g = Group(now.biz, now.name);
-      auto same_identity = [&](const Entry& e) { return e.identity == now.identity; };
-      auto it = std::find_if(g.begin(), g.end(), same_identity);
-      if (it != g.end() && *it == now && it + 1 == g.end()) continue;  // already the newest entry of this name
-      g.erase(std::remove_if(g.begin(), g.end(), same_identity), g.end());
+      if (!g.empty() && g.back() == now) continue;  // already the newest entry of this name
+      // A token bucket keeps the maxes its identity had before: its keys'
+      // blocks hold 16 bits of the max they were written under, and one of
+      // 65,536 or more changed with the interval kept is told by these
+      // (rule_state.cc, WrittenMax). Another rule's block needs no max.
+      const bool token = TagAlgo(now.identity) == Algo::kTokenBucket;
+      g.erase(std::remove_if(g.begin(), g.end(),
+                             [&](const Entry& e) { return e.identity == now.identity && (!token || e == now); }),
+              g.end());
+      if (token) {
+        size_t earlier = static_cast<size_t>(
+            std::count_if(g.begin(), g.end(), [&](const Entry& e) { return e.identity == now.identity; }));
+        for (auto e = g.begin(); earlier >= kTokenMaxes && e != g.end();)
+          e = e->identity == now.identity ? (--earlier, g.erase(e)) : e + 1;
+      }
       g.push_back(now);
-      // At most kKept identities per name: drop the oldest.
-      if (g.size() > kKept) g.erase(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(g.size() - kKept));
+      // At most kKept identities per name, and a token bucket's earlier
+      // maxes: drop the oldest.
+      const size_t bound = kKept + (token ? kTokenMaxes - 1 : 0);
+      if (g.size() > bound) g.erase(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(g.size() - bound));
       changed = true;
     }
   }
@@ -356,7 +369,8 @@ void RuleHistory::FillPasts(BizConfig* biz) {
     spec.npast = 0;
     for (const Entry* e : lineage[i]) {
       if (spec.npast == kRulePasts) break;
-      if (e->identity == TagIdentity(spec.tag)) continue;
+      // Its own identity's earlier maxes, a token bucket's only (Apply).
+      if (e->identity == TagIdentity(spec.tag) && (spec.algo != Algo::kTokenBucket || e->max == spec.max)) continue;
       const bool windows = IsWindowAlgo(TagAlgo(e->identity)) && IsWindowAlgo(spec.algo);
       if (TagAlgo(e->identity) != spec.algo && !windows) continue;
       spec.past[spec.npast++] = RulePast{e->identity, e->max};

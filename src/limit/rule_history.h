@@ -10,7 +10,8 @@
 // frsd was stopped. Each rule then carries the identities its name had
 // (RuleSpec::past, newest first, same algorithm only, fixed and calendar
 // windows counting as one: another change of algorithm starts fresh), and
-// MigrateState converts a block of one of them.
+// MigrateState converts a block of one of them. A token bucket's name also
+// keeps the maxes each identity had (a block knows 16 bits of its own).
 //
 // The file is rewritten whole (temporary file, rename) when a map adds to
 // it; every worker of a reload writes the same lines, so racing writers
@@ -51,8 +52,12 @@ class RuleHistory {
 
   // Identities kept per rule name: the current one and kRulePasts before it.
   static constexpr size_t kKept = kRulePasts + 1;
+  // A token bucket's maxes kept per identity, the current one's included:
+  // each earlier one takes a place of RuleSpec::past (newest first).
+  static constexpr size_t kTokenMaxes = 4;
   // The most the file is read of: 65,535 bizzes of 8 rules, each name's
-  // kKept identities, fit (about 130 MB); more is not frsd's.
+  // kKept identities (and a token bucket's earlier maxes), fit (about 130
+  // MB, 175 MB of token buckets); more is not frsd's.
   static constexpr size_t kMaxFileBytes = size_t{256} << 20;
 
   // Whether `dir`/rules.history reads whole: OK when it is missing, else a

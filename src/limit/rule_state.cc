@@ -212,6 +212,26 @@ void ConvertWindow(const RuleSpec& spec, uint32_t old_tag, CounterBlock b, const
   b.Store(block);
 }
 
+// The max a token bucket's block was written under: of the maxes the rule
+// history knows it by (`old_max`, its lineage's, and spec.past's of the
+// block's identity, newest first) the first whose low 16 bits the block
+// keeps; else `old_max`; else those bits (the whole max below 65,536); else
+// this rule's. With the bits alone, a max of 65,536 or more changed with the
+// interval kept read as max mod 65,536: 100,000 made 60,000 with 50,000 in
+// use read 30,000 in use, and granted the other 20,000 again (found from
+// outside).
+int64_t WrittenMax(const RuleSpec& spec, const uint8_t* old_block, int64_t old_max) {
+  const int64_t bits = TokenBucket::WrittenMaxBits(old_block);
+  auto fits = [&](int64_t m) { return m > 0 && (m & 0xffff) == bits; };
+  if (fits(old_max)) return old_max;
+  const uint32_t identity = TagIdentity(Load32(old_block));
+  for (uint32_t p = 0; p < spec.npast; ++p)
+    if (spec.past[p].identity == identity && fits(spec.past[p].max)) return spec.past[p].max;
+  if (old_max > 0) return old_max;
+  if (bits != 0 && !TokenBucket::WrittenFor(spec, old_block)) return bits;
+  return spec.max;
+}
+
 }  // namespace
 
 bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now,
@@ -249,12 +269,7 @@ bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint
         std::memcpy(block, old_block.data(), spec.bytes);
         return true;
       }
-      // The max it was written under: the history's, else the block's own
-      // low 16 bits (the whole max below 65,536), else this rule's.
-      int64_t written = old_max;
-      if (written <= 0 && !TokenBucket::WrittenFor(spec, old_block.data()))
-        written = TokenBucket::WrittenMaxBits(old_block.data());
-      TokenBucket::Convert(spec, old_block.data(), block, now, written > 0 ? written : spec.max);
+      TokenBucket::Convert(spec, old_block.data(), block, now, WrittenMax(spec, old_block.data(), old_max));
       return true;
     }
     case Algo::kFixed:

@@ -1216,29 +1216,6 @@ TEST(ReloadWarning, ALoweredSlidingMaxThatShrinksItsBlockSaysItsUsesAreDropped) 
   EXPECT_TRUE(limit::HeldAReloadEnds(*three, *twelve).empty());
 }
 
-// A token bucket's max of 65,536 or more changed with its interval kept is
-// read by each key's block as max mod 65,536: the reload says so, and how to
-// keep the counts; below 65,536, or with the interval changed, it says
-// nothing (the block, or rules.history, knows the old max).
-TEST(ReloadWarning, ATokenBucketMaxPast65535ChangedAloneIsSaid) {
-  const auto map = [](int max, int interval) {
-    return limit::ParseMap(R"(<map><biz id="1" name="t"><rule algo="token_bucket" interval=")" +
-                               std::to_string(interval) + R"(" max=")" + std::to_string(max) + R"("/></biz></map>)",
-                           "map.xml");
-  };
-  auto big = map(100000, 3600), lower = map(60000, 3600), longer = map(60000, 7200), small = map(1000, 3600),
-       smaller = map(600, 3600);
-  ASSERT_TRUE(big.ok() && lower.ok() && longer.ok() && small.ok() && smaller.ok());
-  const std::vector<std::string> ends = limit::HeldAReloadEnds(*big, *lower);
-  ASSERT_EQ(ends.size(), 1u);
-  EXPECT_NE(ends[0].find("token_bucket rule 't_1' max 100000 -> 60000 with its interval kept"), std::string::npos)
-      << ends[0];
-  EXPECT_NE(ends[0].find("as if it had been 34464 (a lowered max then grants"), std::string::npos) << ends[0];
-  EXPECT_TRUE(limit::HeldAReloadEnds(*big, *longer).empty());
-  EXPECT_TRUE(limit::HeldAReloadEnds(*small, *smaller).empty());
-  EXPECT_TRUE(limit::HeldAReloadEnds(*big, *big).empty());
-}
-
 // A reload that gives a biz keeping reservations a rate rule that starts
 // from zero says that the reservations held then settle at their estimate;
 // a changed limit, or an interval changed under the same name, carries the

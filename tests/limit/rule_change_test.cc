@@ -227,5 +227,40 @@ TEST_F(RuleChangeTest, ATokenBucketsChangedMaxKeepsTheStricterReading) {
   EXPECT_EQ(AcquireAll(), 20);
 }
 
+// A token bucket's block holds 16 bits of the max it was written under, so
+// a max of 65,536 or more changed with the interval kept was read as max mod
+// 65,536: 100,000 made 60,000 with 50,000 in use read 30,000 in use, and
+// granted 30,000 more at once (found from outside). The rule history keeps
+// the earlier maxes of each interval, and the block's bits pick one: after a
+// reload, after two with the key untouched, and after a restart.
+TEST_F(RuleChangeTest, ATokenBucketMaxPast65535ChangedAloneKeepsItsTokensInUse) {
+  const auto tb = [](int max) {
+    return R"(<rule name="tb" algo="token_bucket" interval="3600" max=")" + std::to_string(max) + R"("/>)";
+  };
+  Open(tb(100000));
+  At(kDay0 + 14 * kHour);
+  for (const char* key : {"k", "u", "w"}) ASSERT_TRUE(Do(Cmd::kAcquire, key, 50000).allowed) << key;
+  Reload(tb(60000));
+  EXPECT_EQ(Do(Cmd::kGet, "k").count, 50000);
+  EXPECT_FALSE(Do(Cmd::kAcquire, "k", 10001).allowed);
+  EXPECT_TRUE(Do(Cmd::kAcquire, "k", 10000).allowed);
+  // Two changes with the key untouched between: its block still holds
+  // 100,000's bits.
+  Reload(tb(80000));
+  Reload(tb(70000));
+  EXPECT_EQ(Do(Cmd::kGet, "u").count, 50000);
+  EXPECT_FALSE(Do(Cmd::kAcquire, "u", 20001).allowed);
+  // A map edited while frsd was stopped: the history is the store
+  // directory's, read at the start.
+  Open(tb(60000));
+  EXPECT_EQ(Do(Cmd::kGet, "w").count, 50000);
+  EXPECT_FALSE(Do(Cmd::kAcquire, "w", 10001).allowed);
+  // Below 65,536 the block's bits alone were enough, and still are.
+  Open(tb(1000));
+  ASSERT_TRUE(Do(Cmd::kAcquire, "s", 500).allowed);
+  Reload(tb(600));
+  EXPECT_EQ(Do(Cmd::kGet, "s").count, 500);
+}
+
 }  // namespace
 }  // namespace frs
