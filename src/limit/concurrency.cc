@@ -476,6 +476,19 @@ uint32_t Concurrency::Taken(std::span<const uint8_t> block) {
   return taken;
 }
 
+size_t Concurrency::HeldSerials(std::span<const uint8_t> block, const Now& now, std::span<uint32_t> out) {
+  if (block.size() < kHeaderBytes || Load32(block.data()) == 0) return 0;
+  const PlaceTable p(block.data(), static_cast<uint32_t>(block.size()));
+  const int64_t t = ClampedNow(block.data(), now);
+  size_t held = 0;
+  for (uint32_t i = 0; i < p.n; ++i) {
+    if (p.Serial(i) == 0 || (p.Serial(i) & kOtherSeries) != 0 || p.Expires(i) <= t) continue;
+    if (held < out.size()) out[held] = p.Serial(i);
+    ++held;
+  }
+  return held;
+}
+
 uint32_t Concurrency::Sweep(const RuleSpec& spec, uint8_t* block, const Now& now) {
   if (Load32(block) == 0) return 0;
   return Rebase(spec, block, ClampedNow(block, now));

@@ -138,6 +138,9 @@ struct Concurrency {
   // The places a block of any length has taken, expired or not (what a
   // conversion may end: limit/node_op.h, LayoutEnded).
   static uint32_t Taken(std::span<const uint8_t> block);
+  // The serials of the leases of this node's own series a block of any
+  // length holds at `now`, up to out.size(); returns how many it holds.
+  static size_t HeldSerials(std::span<const uint8_t> block, const Now& now, std::span<uint32_t> out);
 };
 
 }  // namespace frs::limit

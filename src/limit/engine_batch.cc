@@ -301,6 +301,7 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
     // A pass read again (WithWholeNodes) judges afresh: nothing granted by
     // the pass before, which committed nothing, is answered.
     d.leases_expired = 0;
+    d.leases_ended_n = 0;
     d.res_expired = 0;
     d.lease_serial = 0;
     d.lease_expires = 0;
@@ -317,6 +318,7 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
       d.res_expired =
           static_cast<uint16_t>(std::min<uint32_t>(SweepReservations(cfg, node, now) + ended[k].reservations,
                                                    std::numeric_limits<uint16_t>::max()));
+      NoteConversionEnded(ended[k], &d);
     }
     EvaluateRules(cfg, node.state, now, n, &d);
     MarkIncurableTogether(run, k, &d);
@@ -361,6 +363,7 @@ void ReportRefused(const AcquireRun& run, size_t refused) {
     Decision& d = run.decision(k);
     d.found = run.nodes[k].exists;
     d.leases_expired = 0;
+    d.leases_ended_n = 0;
     d.lease_serial = 0;
     d.lease_expires = 0;
     d.res_expired = 0;

@@ -25,6 +25,29 @@ LayoutEnded TakenIn(std::span<const uint8_t> state) {
   return t;
 }
 
+// The leases `old` held at `now` that `state` holds no more (a conversion
+// ended them), into ended->held, with their series.
+void HeldEnded(std::span<const uint8_t> old, std::span<const uint8_t> state, const Now& now, LayoutEnded* ended) {
+  uint32_t kept[Concurrency::kMaxLeases];
+  size_t nkept = 0;
+  ForEachTaggedBlock(state, [&](uint32_t off, uint32_t tag, uint32_t bytes) {
+    if (TagIsConcurrency(tag))
+      nkept += std::min(Concurrency::HeldSerials(state.subspan(off, bytes), now,
+                                                 std::span<uint32_t>(kept + nkept, std::size(kept) - nkept)),
+                        std::size(kept) - nkept);
+    return true;
+  });
+  ForEachTaggedBlock(old, [&](uint32_t off, uint32_t tag, uint32_t bytes) {
+    if (!TagIsConcurrency(tag)) return true;
+    uint32_t was[Concurrency::kMaxLeases];
+    const size_t n = std::min(Concurrency::HeldSerials(old.subspan(off, bytes), now, was), std::size(was));
+    for (size_t i = 0; i < n; ++i)
+      if (std::find(kept, kept + nkept, was[i]) == kept + nkept) ended->held.Add(was[i]);
+    ended->nonce = Concurrency::Nonce(old.data() + off);
+    return true;
+  });
+}
+
 }  // namespace
 
 bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted,
@@ -60,6 +83,8 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
     const LayoutEnded is = TakenIn(std::span<const uint8_t>(ref.state, ref.state_bytes));
     ended->leases = was.leases > is.leases ? was.leases - is.leases : 0;
     ended->reservations = was.reservations > is.reservations ? was.reservations - is.reservations : 0;
+    if (ended->leases > 0)
+      HeldEnded(std::span<const uint8_t>(old, have), std::span<const uint8_t>(ref.state, ref.state_bytes), now, ended);
   }
   return true;
 }
@@ -194,9 +219,17 @@ uint32_t NextLeaseSerial(const BizConfig& biz, const uint8_t* state) {
 void NoteLeasesEnded(const BizConfig& biz, const uint8_t* state, const Concurrency::Ended& ended, Decision* d) {
   if (biz.lease_rule < 0 || ended.total == 0) return;
   static_assert(Concurrency::Ended::kMax == Decision::kMaxLeasesEnded);
-  std::copy(ended.serial, ended.serial + ended.n, d->leases_ended);
-  d->leases_ended_n = static_cast<uint8_t>(ended.n);
+  // After those a conversion of this call ended (NoteConversionEnded).
+  for (uint32_t i = 0; i < ended.n && d->leases_ended_n < Decision::kMaxLeasesEnded; ++i)
+    d->leases_ended[d->leases_ended_n++] = ended.serial[i];
   d->lease_nonce = Concurrency::Nonce(state + biz.rules[biz.lease_rule].offset);
+}
+
+void NoteConversionEnded(const LayoutEnded& ended, Decision* d) {
+  if (ended.held.n == 0) return;
+  std::copy(ended.held.serial, ended.held.serial + ended.held.n, d->leases_ended);
+  d->leases_ended_n = static_cast<uint8_t>(ended.held.n);
+  d->lease_nonce = ended.nonce;
 }
 
 void LeasesSet(const BizConfig& biz, const uint8_t* state, const Now& now, uint32_t next_before, Decision* d) {
@@ -261,6 +294,7 @@ Commit NodeOp::Apply(NodeRef& ref) {
   // conversion ended (every write path below stores a conversion).
   const uint32_t expired = (ref.exists ? SweepLeases(*biz, ref.state, now) : 0) + ended.leases;
   d->leases_expired = static_cast<uint16_t>(std::min<uint32_t>(expired, UINT16_MAX));
+  NoteConversionEnded(ended, d);
   d->res_expired = static_cast<uint16_t>(
       std::min<uint32_t>((ref.exists ? SweepReservations(*biz, ref, now) : 0) + ended.reservations, UINT16_MAX));
   if (cmd == Cmd::kRelease && give_back) return ApplyGiveBack(ref, converted, expired + d->res_expired);

@@ -35,6 +35,13 @@ void NameRule(const RuleSpec& spec, RuleResult* r);
 // them as expired: they ended without a release or a settle.
 struct LayoutEnded {
   uint32_t leases = 0, reservations = 0;
+  // Of those leases, the ones that still held (not expired), for the other
+  // holder of the route, which ends them by serial: its copy, converted by
+  // its own reload or not yet, keeps leases by time only, so those would
+  // hold there until their expiry (a failover then refused a key whose
+  // places were free). Past kMax, only the count.
+  Concurrency::Ended held;
+  uint32_t nonce = 0;  // their node's series
 };
 
 // Brings ref.state to biz's layout. When the node holds more state bytes
@@ -72,8 +79,13 @@ void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n
 // (leases false). Returns the most any rule gave back; d's rules are left
 // judged before it.
 int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d, bool leases = true);
-// The leases a set or a give-back ended, in d (leases_ended, lease_nonce).
+// The leases a set or a give-back ended, in d (leases_ended, lease_nonce),
+// after those of NoteConversionEnded.
 void NoteLeasesEnded(const BizConfig& biz, const uint8_t* state, const Concurrency::Ended& ended, Decision* d);
+// The leases the node's conversion to its biz's layout ended while they
+// held (LayoutEnded::held), in d: the first in leases_ended, which the
+// other holder of the route ends by serial (limit/rule_event.h).
+void NoteConversionEnded(const LayoutEnded& ended, Decision* d);
 
 // What a read (query, get) answers of a node: adopts biz's layout, then
 // judges "n more now" on every rule and sums up. False, with d untouched:

@@ -82,6 +82,10 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     if (d.leases_expired == 0) return;
     c.event = Change::Event::kLeaseSweep;
     sink->OnChange(c);
+    // The leases a conversion ended while they held (a lowered max, or the
+    // rule removed: LayoutEnded::held), which no sweep ends on the copy: by
+    // serial. A set sends them with its own, after it.
+    if (req.cmd != Cmd::kSet) SendLeasesEnded(d, c, sink);
     return;
   }
   if (!d.ok()) return;

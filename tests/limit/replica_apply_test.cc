@@ -822,6 +822,36 @@ TEST_F(LeaseReplicaTest, ASetOvertakenByALaterGrantEndsTheSameLeasesOnTheCopy) {
   EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "s", Id(later)).released);
 }
 
+// A max lowered on the owner first ends the leases past its places at the
+// key's next touch (their holders are told 410); the copy, whose map still
+// has the old max, ends the same ones. It kept them till their expiry, and
+// a failover then refused the key with no place held (found from outside).
+TEST_F(LeaseReplicaTest, ALeaseALoweredMaxEndedOnTheOwnerEndsOnTheCopy) {
+  Decision held[3];
+  for (Decision& d : held) {
+    d = Do(*owner_, Cmd::kAcquire, "lease", "m");
+    ASSERT_TRUE(d.allowed);
+    clock_.Advance(1000);
+  }
+  ASSERT_TRUE(Ship(1).value());
+  std::string lowered = kMap;
+  const std::string was = R"(lease="60" max="3")";
+  lowered.replace(lowered.find(was), was.size(), R"(lease="60" max="2")");
+  ASSERT_TRUE(owner_->ReloadText(lowered, dir_ / "map.xml").ok());
+  const Decision touch = Do(*owner_, Cmd::kAcquire, "lease", "m");
+  EXPECT_FALSE(touch.allowed);
+  ASSERT_EQ(touch.leases_ended_n, 1u);
+  EXPECT_EQ(touch.leases_ended[0], held[0].lease_serial) << "the one that ends first";
+  ASSERT_TRUE(Ship(2).value());
+  auto copy = replica_->Inspect("lease", "m");
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy.value().leases.size(), 2u);
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "m", Id(held[0])).status.code(), Status::Code::kGone);
+  EXPECT_EQ(Lease(*owner_, Cmd::kRelease, "m", Id(held[0])).status.code(), Status::Code::kGone);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "m", Id(held[1])).released);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "m", Id(held[2])).released);
+}
+
 // A give-back ends the owner's first-expiring lease: one renewed on another
 // worker, whose renewal has not reached the copy, is not it. The copy ends
 // the lease the owner ended (it ended the renewed one, which the owner's
