@@ -45,6 +45,7 @@
 #include "server/replicator.h"
 #include "server/request_decoder.h"
 #include "server/reset_claim.h"
+#include "server/snapshot_missed.h"
 
 namespace frs::server {
 
@@ -878,7 +879,7 @@ bool FirstSnapshotAsk(ReplicaShared& shared, size_t pi, std::string_view nonce) 
 // The records kept aside here (replica_park.h) with only their changes on
 // the routes shard `peer` owns or follows. Those uses, of a biz this map
 // lacks, are in none of its nodes: a snapshot carries them to a store that
-// lost its own. Read before the snapshot's hold (a reload's take holds the
+// lost its own. Read before the snapshot's hold is taken (a reload's take holds the
 // file while it waits for the engine): one taken into the store in between
 // is in both, counted more, never less.
 Result<std::string> Handler::ParkedFor(long peer) const {
@@ -933,7 +934,6 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
              status);
     return;
   }
-  // Before the hold (ParkedFor says why).
   Result<std::string> parked = q.parked ? ParkedFor(peer) : std::string();
   if (!parked.ok()) {
     TextBody(503, "/replicate: the changes kept aside here cannot be read: " + parked.status().message(), status);
@@ -1010,7 +1010,32 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
     body_ += kParkedFirstLine;
     body_ += *parked;
   }
+  ForgetMissedSnapshotOf(peer);
   *status = 200;
+}
+
+// A shard asks for a snapshot only on a new store (replica_catchup.h): what
+// this store's own first start could not take from it (snapshot.missed) is
+// nowhere any more, and the remedy the mark asks for would take nothing. On
+// a new cluster, the shard started first marked every other, and the alert
+// on the mark fired on a healthy cluster (found from outside).
+void Handler::ForgetMissedSnapshotOf(long peer) {
+  if (opts_.store_dir.empty() || peer < 0) return;
+  auto missed = ReadMissedSnapshots(opts_.store_dir);
+  if (!missed.ok()) return;
+  const std::string& name = opts_.cluster.ring->shards()[static_cast<size_t>(peer)].name;
+  const size_t before = missed->size();
+  std::erase_if(*missed, [&](const MissedSnapshot& m) { return m.shard == name; });
+  if (missed->size() == before) return;
+  if (Status w = WriteMissedSnapshots(opts_.store_dir, *missed); !w.ok()) {
+    FRS_LOG("replicas: %s asked for a snapshot (a new store): its line in snapshot.missed could not be removed: %s",
+            name.c_str(), w.message().c_str());
+    return;
+  }
+  FRS_LOG(
+      "replicas: %s asked for a snapshot, so its store is new: what this store's first start could not take from it "
+      "is nowhere any more, and snapshot.missed no longer names it",
+      name.c_str());
 }
 
 }  // namespace frs::server

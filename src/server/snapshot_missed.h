@@ -14,8 +14,11 @@
 //
 // Text, one line per shard: "NAME UNIX_S" (the start that missed it).
 // Written whole (synced) by the catch-up of a new store, before it serves;
-// removed by that catch-up when it missed none. An operator who decides the
-// remedy is not wanted (the windows open then have ended) removes it.
+// removed by that catch-up when it missed none. A shard's line goes when it
+// asks for a snapshot (Handler::ForgetMissedSnapshotOf: it is on a new
+// store then, and what was missed went with its old one). An operator who
+// decides the remedy is not wanted (the windows open then have ended)
+// removes it.
 //
 // Thread safety: plain functions.
 #pragma once
