@@ -1984,6 +1984,27 @@ TEST_F(FrsctlTest, ImportMapsByNameOnlyWhenAsked) {
   r = Ctl({"import", "--map-by-name", dir_ / "backup.jsonl"}, "renum.xml");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Counts("renum.xml"), Counts("srv.xml"));
+  // A biz id no map can have is named as such, with or without the flag
+  // (it was sent to --map-by-name, then refused as a bad integer; -1 and
+  // 70000 were taken under it).
+  std::ifstream in(dir_ / "backup.jsonl");
+  std::string first;
+  ASSERT_TRUE(std::getline(in, first));
+  const size_t at = first.find("\"biz\":");
+  ASSERT_NE(at, std::string::npos) << first;
+  const size_t end = first.find(',', at);
+  for (const char* bad : {"99999999999999999999", "-1", "70000", "0"}) {
+    std::ofstream(dir_ / "bad.jsonl") << first.substr(0, at) << "\"biz\":" << bad << first.substr(end) << "\n";
+    for (bool by_name : {false, true}) {
+      std::vector<std::string> args = {"import", "--dry-run"};
+      if (by_name) args.push_back("--map-by-name");
+      args.push_back(dir_ / "bad.jsonl");
+      r = Ctl(args, "renum.xml");
+      EXPECT_EQ(r.rc, 2) << bad << " " << by_name << ": " << r.err;
+      EXPECT_NE(r.err.find(std::string("\"biz\" is ") + bad + ": a biz id is 1..65535"), std::string::npos)
+          << bad << " " << by_name << ": " << r.err;
+    }
+  }
 }
 
 }  // namespace

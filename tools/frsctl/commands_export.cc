@@ -100,8 +100,9 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
     std::fprintf(stderr, "exported %s node%s%s%s%s\n", Grouped(nodes).c_str(), nodes == 1 ? "" : "s",
                  receipts ? (" and " + Grouped(receipts) + " handoff receipt(s)").c_str() : "",
                  a.file.empty() ? "" : (" to " + a.file).c_str(),
-                 nameless ? (" (" + Grouped(nameless) + " of biz ids not in map.xml: " + ids +
-                             "; import them with --rename-biz ID=NAME)")
+                 nameless ? (" (" + Grouped(nameless) + " of them of biz ids not in map.xml: " + ids +
+                             "; an import takes them with --rename-biz ID=NAME, and refuses the file without it: "
+                             "to leave them out, run frsctl reset ID on this store, then export again)")
                                 .c_str()
                           : "");
   }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -92,6 +93,13 @@ Result<std::string> ApplyPolicy(const BizPolicy& p, const std::string& line, std
   const JsonValue* name_v = v->Find("biz_name");
   if (id_v == nullptr || !id_v->IsNumber()) return Status::InvalidArgument("no numeric \"biz\" member");
   const std::string id_text = id_v->text;
+  // Named as such: too long for an integer, it was refused later as "bad
+  // integer" after the message had said to pass --map-by-name, and one out
+  // of range was taken under --map-by-name (found from outside).
+  uint32_t id_number = 0;
+  const auto [id_end, id_ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id_number);
+  if (id_ec != std::errc() || id_end != id_text.data() + id_text.size() || id_number < 1 || id_number > 65535)
+    return Status::InvalidArgument("\"biz\" is " + id_text.substr(0, 40) + ": a biz id is 1..65535");
   // An export writes the name as a string or leaves it out: anything else
   // is a damaged line, not a biz the exporting map left unnamed.
   if (name_v != nullptr && !name_v->IsString())
@@ -113,7 +121,9 @@ Result<std::string> ApplyPolicy(const BizPolicy& p, const std::string& line, std
     return out;
   }
   if (name.empty())
-    return Status::NotFound(shown + " had no name in the exporting map: pass --rename-biz " + id_text + "=NAME");
+    return Status::NotFound(shown + " had no name in the exporting map: pass --rename-biz " + id_text +
+                            "=NAME (to leave its nodes out: frsctl reset " + id_text +
+                            " on the exporting store, then export again)");
   auto here = p.by_name.find(name);
   if (here == p.by_name.end())
     return Status::NotFound(shown + " is not in " + p.map_path + ": add it, or pass --rename-biz " + name + "=NAME");
