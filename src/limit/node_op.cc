@@ -41,8 +41,8 @@ void HeldEnded(std::span<const uint8_t> old, std::span<const uint8_t> state, con
     if (!TagIsConcurrency(tag)) return true;
     uint32_t was[Concurrency::kMaxLeases];
     const size_t n = std::min(Concurrency::HeldSerials(old.subspan(off, bytes), now, was), std::size(was));
-    for (size_t i = 0; i < n; ++i)
-      if (std::find(kept, kept + nkept, was[i]) == kept + nkept) ended->held.Add(was[i]);
+    for (size_t i = 0; i < n && ended->held_n < Decision::kMaxLeasesEnded; ++i)
+      if (std::find(kept, kept + nkept, was[i]) == kept + nkept) ended->held_serial[ended->held_n++] = was[i];
     ended->nonce = Concurrency::Nonce(old.data() + off);
     return true;
   });
@@ -226,9 +226,9 @@ void NoteLeasesEnded(const BizConfig& biz, const uint8_t* state, const Concurren
 }
 
 void NoteConversionEnded(const LayoutEnded& ended, Decision* d) {
-  if (ended.held.n == 0) return;
-  std::copy(ended.held.serial, ended.held.serial + ended.held.n, d->leases_ended);
-  d->leases_ended_n = static_cast<uint8_t>(ended.held.n);
+  if (ended.held_n == 0) return;
+  std::copy(ended.held_serial, ended.held_serial + ended.held_n, d->leases_ended);
+  d->leases_ended_n = static_cast<uint8_t>(ended.held_n);
   d->lease_nonce = ended.nonce;
 }
 

@@ -39,9 +39,12 @@ struct LayoutEnded {
   // holder of the route, which ends them by serial: its copy, converted by
   // its own reload or not yet, keeps leases by time only, so those would
   // hold there until their expiry (a failover then refused a key whose
-  // places were free). Past kMax, only the count.
-  Concurrency::Ended held;
+  // places were free). The first held_n of held_serial (at most
+  // Decision::kMaxLeasesEnded; left unset past them: every request makes
+  // one of these, and a conversion is rare).
+  uint32_t held_n = 0;
   uint32_t nonce = 0;  // their node's series
+  uint32_t held_serial[Decision::kMaxLeasesEnded];
 };
 
 // Brings ref.state to biz's layout. When the node holds more state bytes
@@ -83,7 +86,7 @@ int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64
 // after those of NoteConversionEnded.
 void NoteLeasesEnded(const BizConfig& biz, const uint8_t* state, const Concurrency::Ended& ended, Decision* d);
 // The leases the node's conversion to its biz's layout ended while they
-// held (LayoutEnded::held), in d: the first in leases_ended, which the
+// held (LayoutEnded::held_serial), in d: the first in leases_ended, which the
 // other holder of the route ends by serial (limit/rule_event.h).
 void NoteConversionEnded(const LayoutEnded& ended, Decision* d);
 

@@ -83,7 +83,7 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     c.event = Change::Event::kLeaseSweep;
     sink->OnChange(c);
     // The leases a conversion ended while they held (a lowered max, or the
-    // rule removed: LayoutEnded::held), which no sweep ends on the copy: by
+    // rule removed: LayoutEnded::held_serial), which no sweep ends on the copy: by
     // serial. A set sends them with its own, after it.
     if (req.cmd != Cmd::kSet) SendLeasesEnded(d, c, sink);
     return;
