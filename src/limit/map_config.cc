@@ -833,6 +833,34 @@ void SlidingUsesDropped(const BizConfig& ob, const BizConfig& nb, const std::str
   }
 }
 
+// A token bucket's block keeps the low 16 bits of the max it was written
+// under, and rules.history its earlier maxes: a change between two maxes
+// with the same low bits (a multiple of 65,536 apart: 65,536 and 131,072,
+// 100,000 and 165,536) cannot be told from no change, and each key's
+// tokens in use are read under the new max (found from outside: 165,536
+// made 100,000 with 150,000 in use read 90,600 in use).
+void TokenBucketMaxAlike(const BizConfig& ob, const BizConfig& nb, const std::string& who,
+                         std::vector<std::string>* out) {
+  for (uint32_t i = 0; i < nb.nrules; ++i) {
+    const RuleSpec& spec = nb.rules[i];
+    if (spec.algo != Algo::kTokenBucket) continue;
+    for (uint32_t j = 0; j < ob.nrules; ++j) {
+      const RuleSpec& was = ob.rules[j];
+      if (was.algo != Algo::kTokenBucket || std::string_view(was.name) != std::string_view(spec.name)) continue;
+      if (spec.max != was.max && (spec.max & 0xffff) == (was.max & 0xffff) &&
+          TagIdentity(spec.tag) == TagIdentity(was.tag))
+        out->push_back(who + ": token_bucket rule '" + std::string(spec.name) + "' max " + std::to_string(was.max) +
+                       " -> " + std::to_string(spec.max) +
+                       " with its interval kept: the two are a multiple of 65,536 apart, and a key's block keeps "
+                       "only the low 16 bits of its max, so each key's tokens in use are read as if written under " +
+                       std::to_string(spec.max) +
+                       (spec.max < was.max ? " (this lowered max grants tokens still in use again)" : "") +
+                       "; change the interval with it (rules.history then converts each key), or reset the biz");
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy) {
@@ -932,6 +960,7 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                                  " that end last, and the others end when the key is next touched, charged their "
                                  "estimate as at their expiry (their settle answers 410)"));
     if (!(with_envoy && FromEnvoy(nb))) SlidingUsesDropped(*ob, nb, who, &out);
+    if (!(with_envoy && FromEnvoy(nb))) TokenBucketMaxAlike(*ob, nb, who, &out);
   }
   return out;
 }

@@ -82,10 +82,10 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     if (d.leases_expired == 0) return;
     c.event = Change::Event::kLeaseSweep;
     sink->OnChange(c);
-    // The leases a conversion ended while they held (a lowered max, or the
-    // rule removed: LayoutEnded::held_serial), which no sweep ends on the copy: by
-    // serial. A set sends them with its own, after it.
-    if (req.cmd != Cmd::kSet) SendLeasesEnded(d, c, sink);
+    // The leases a conversion ended while they held (a max lowered into
+    // fewer places: LayoutEnded::held_serial), which no sweep ends on the
+    // copy: by serial. A set and a give-back send them with their own.
+    if (req.cmd != Cmd::kSet && !(req.cmd == Cmd::kRelease && req.give_back)) SendLeasesEnded(d, c, sink);
     return;
   }
   if (!d.ok()) return;

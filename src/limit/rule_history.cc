@@ -367,13 +367,18 @@ void RuleHistory::FillPasts(BizConfig* biz) {
   for (uint32_t i = 0; i < biz->nrules; ++i) {
     RuleSpec& spec = biz->rules[i];
     spec.npast = 0;
-    for (const Entry* e : lineage[i]) {
-      if (spec.npast == kRulePasts) break;
-      // Its own identity's earlier maxes, a token bucket's only (Apply).
-      if (e->identity == TagIdentity(spec.tag) && (spec.algo != Algo::kTokenBucket || e->max == spec.max)) continue;
-      const bool windows = IsWindowAlgo(TagAlgo(e->identity)) && IsWindowAlgo(spec.algo);
-      if (TagAlgo(e->identity) != spec.algo && !windows) continue;
-      spec.past[spec.npast++] = RulePast{e->identity, e->max};
+    // Other identities first (a block of one is converted), then a token
+    // bucket's earlier maxes of its own (Apply), in the places left: they
+    // only name the max a block was written under.
+    for (const bool own : {false, true}) {
+      for (const Entry* e : lineage[i]) {
+        if (spec.npast == kRulePasts) break;
+        const bool same = e->identity == TagIdentity(spec.tag);
+        if (same != own || (same && (spec.algo != Algo::kTokenBucket || e->max == spec.max))) continue;
+        const bool windows = IsWindowAlgo(TagAlgo(e->identity)) && IsWindowAlgo(spec.algo);
+        if (TagAlgo(e->identity) != spec.algo && !windows) continue;
+        spec.past[spec.npast++] = RulePast{e->identity, e->max};
+      }
     }
   }
 }

@@ -934,6 +934,7 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
              status);
     return;
   }
+  ForgetMissedSnapshotOf(peer);  // before the hold: it writes and syncs a file
   Result<std::string> parked = q.parked ? ParkedFor(peer) : std::string();
   if (!parked.ok()) {
     TextBody(503, "/replicate: the changes kept aside here cannot be read: " + parked.status().message(), status);
@@ -1010,7 +1011,6 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
     body_ += kParkedFirstLine;
     body_ += *parked;
   }
-  ForgetMissedSnapshotOf(peer);
   *status = 200;
 }
 
@@ -1021,21 +1021,18 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
 // on the mark fired on a healthy cluster (found from outside).
 void Handler::ForgetMissedSnapshotOf(long peer) {
   if (opts_.store_dir.empty() || peer < 0) return;
-  auto missed = ReadMissedSnapshots(opts_.store_dir);
-  if (!missed.ok()) return;
   const std::string& name = opts_.cluster.ring->shards()[static_cast<size_t>(peer)].name;
-  const size_t before = missed->size();
-  std::erase_if(*missed, [&](const MissedSnapshot& m) { return m.shard == name; });
-  if (missed->size() == before) return;
-  if (Status w = WriteMissedSnapshots(opts_.store_dir, *missed); !w.ok()) {
+  auto forgot = ForgetMissedSnapshot(opts_.store_dir, name);
+  if (!forgot.ok()) {
     FRS_LOG("replicas: %s asked for a snapshot (a new store): its line in snapshot.missed could not be removed: %s",
-            name.c_str(), w.message().c_str());
+            name.c_str(), forgot.status().message().c_str());
     return;
   }
-  FRS_LOG(
-      "replicas: %s asked for a snapshot, so its store is new: what this store's first start could not take from it "
-      "is nowhere any more, and snapshot.missed no longer names it",
-      name.c_str());
+  if (forgot.value())
+    FRS_LOG(
+        "replicas: %s asked for a snapshot, so its store is new: what this store's first start could not take from "
+        "it is nowhere any more, and snapshot.missed no longer names it",
+        name.c_str());
 }
 
 }  // namespace frs::server

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -205,25 +206,27 @@ void TakeReloadedToken(const CatchUp& c, ReplicaSigner* signer, int64_t* read_ns
 // a map rollout ahead or behind), kept aside in the store directory and
 // merged by the take after the reload that brings their biz, each batch's
 // of a biz under a receipt of their own (its batch's was written when the
-// rest merged). Left out for good, this copy was short of their uses, and
-// a failover after the rollout granted them again.
-void KeepAsideLeftOut(const CatchUp& c, const std::string& name, const std::vector<SnapshotMerged::LeftOut>& left) {
+// rest merged); returns how many. Left out for good, this copy was short of
+// their uses, and a failover after the rollout granted them again.
+size_t KeepAsideLeftOut(const CatchUp& c, const std::string& name, const std::vector<SnapshotMerged::LeftOut>& left) {
   const std::string path = store_dir::In(c.cfg.store_dir, store_dir::kReplicaParked);
   auto fd = LockParked(path);
   size_t kept = 0;
   std::string why;
-  for (size_t i = 0; i < left.size();) {
-    size_t end = i;
-    std::vector<std::string_view> lines;
-    while (end < left.size() && left[end].biz == left[i].biz && left[end].receipt == left[i].receipt)
-      lines.push_back(left[end++].line);
-    const Status s = !fd.ok()
-                         ? fd.status()
-                         : ParkNodes(*fd, path, left[i].biz, left[i].receipt + "/left/" + std::to_string(left[i].biz),
-                                     lines, ::time(nullptr));
+  // One record per batch and biz, whatever their order in the batch (two
+  // records under one receipt: the take merged the first and took the
+  // second for the first sent again, and its nodes were lost).
+  std::map<std::pair<std::string_view, uint32_t>, std::vector<std::string_view>> records;
+  for (const SnapshotMerged::LeftOut& l : left) records[{l.receipt, l.biz}].push_back(l.line);
+  for (const auto& [id, lines] : records) {
+    const std::string biz = std::to_string(id.second);
+    // A receipt is at most 255 bytes: a batch's of long shard names is
+    // named by its hash.
+    std::string receipt = std::string(id.first) + "/left/" + biz;
+    if (receipt.size() > 255) receipt = "snap-left/" + Hex16(StreamHash(id.first)) + "/" + biz;
+    const Status s = !fd.ok() ? fd.status() : ParkNodes(*fd, path, id.second, receipt, lines, ::time(nullptr));
     if (s.ok()) kept += lines.size();
     else if (why.empty()) why = s.message();
-    i = end;
   }
   if (kept > 0)
     FRS_LOG(
@@ -235,6 +238,7 @@ void KeepAsideLeftOut(const CatchUp& c, const std::string& name, const std::vect
         "replicas: %zu node(s) of the snapshot of %s are of bizzes this map.xml lacks and could not be kept aside: "
         "%s; their uses are missing from this copy until their windows end",
         left.size() - kept, name.c_str(), why.c_str());
+  return kept;
 }
 
 // The changes shard `name` kept aside for this shard's routes, carried by
@@ -251,7 +255,7 @@ void TakeCarriedParked(const CatchUp& c, const std::string& name, std::string_vi
     }
     return c.engine->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq, 0);
   };
-  auto taken = TakeParkedRecords(records, path, known, apply, ::time(nullptr));
+  auto taken = TakeParkedRecords(records, name, path, known, apply, ::time(nullptr));
   if (!taken.ok()) {
     FRS_LOG("replicas: the changes %s kept aside for this shard's routes could not be taken: %s", name.c_str(),
             taken.status().message().c_str());
@@ -377,8 +381,9 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   if (!merged.ok()) {
     FRS_LOG("replicas: the snapshot of %s could not be merged: %s", name.c_str(), merged.status().message().c_str());
   } else {
-    nodes = merged->nodes;
-    if (!merged->left_out.empty()) KeepAsideLeftOut(c, name, merged->left_out);
+    // Those kept aside are taken too (the catch-up's count said 0 of a
+    // snapshot all of whose nodes were).
+    nodes = merged->nodes + (merged->left_out.empty() ? 0 : KeepAsideLeftOut(c, name, merged->left_out));
   }
   if (!parked.empty()) TakeCarriedParked(c, name, parked);
   // Release: a worker that sees the changes taken sees `carried` too.

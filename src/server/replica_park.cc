@@ -338,6 +338,26 @@ Status ParkNodes(const os::UniqueFd& fd, const std::string& path, uint32_t biz, 
   return AppendRecord(fd, path, record);
 }
 
+namespace {
+
+// A change record of `b`'s biz, seq and time under `stream`, its changes
+// those `wanted` takes; nothing when none is.
+void AppendChangeRecord(const ParkedBatch& b, std::string_view stream, const std::function<bool(const Change&)>& wanted,
+                        std::string* out) {
+  std::string lines;
+  size_t count = 0;
+  for (const Change& c : b.changes)
+    if (wanted(c)) {
+      AppendChangeLine(c, &lines);
+      ++count;
+    }
+  if (count == 0) return;
+  *out += std::string(kBatchWord) + std::to_string(b.biz) + " " + std::to_string(b.seq) + " " + std::to_string(b.at_s) +
+          " " + std::to_string(count) + " " + std::string(stream) + "\n" + lines + std::string(kEndLine);
+}
+
+}  // namespace
+
 Result<std::string> ParkedRecordsFor(const std::string& path, const std::function<bool(const Change&)>& wanted) {
   auto fd = OpenParkLocked(path, false);
   if (!fd.ok()) return fd.status();
@@ -351,30 +371,52 @@ Result<std::string> ParkedRecordsFor(const std::string& path, const std::functio
     ParkedBatch b;
     std::string raw;
     if (ReadParkedRecord(&rest, &b, &raw) == Read::kDamaged || b.changes.empty()) continue;
-    std::string lines;
-    size_t count = 0;
-    for (const Change& c : b.changes)
-      if (wanted(c)) {
-        AppendChangeLine(c, &lines);
-        ++count;
-      }
-    if (count == 0) continue;
-    out += std::string(kBatchWord) + std::to_string(b.biz) + " " + std::to_string(b.seq) + " " +
-           std::to_string(b.at_s) + " " + std::to_string(count) + " " + b.stream + "\n" + lines + std::string(kEndLine);
+    AppendChangeRecord(b, b.stream, wanted, &out);
   }
   return out;
 }
 
-Result<ParkTaken> TakeParkedRecords(std::string_view text, const std::string& path,
+Result<ParkTaken> TakeParkedRecords(std::string_view text, std::string_view from, const std::string& path,
                                     const std::function<bool(uint32_t)>& known,
                                     const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s) {
+  // Each change record under its carrier's name (a node record is never
+  // carried: ParkedRecordsFor).
+  std::string named;
+  size_t damaged_bytes = 0;
+  for (std::string_view rest = text; !rest.empty();) {
+    ParkedBatch b;
+    std::string raw;
+    const size_t before = rest.size();
+    if (ReadParkedRecord(&rest, &b, &raw) == Read::kDamaged || b.changes.empty()) {
+      damaged_bytes += before - rest.size();
+      continue;
+    }
+    const std::string stream = std::string(from) + ">" + b.stream;
+    if (ParkWord(stream))
+      AppendChangeRecord(
+          b, stream, [](const Change&) { return true; }, &named);
+  }
   ParkTaken taken;
+  if (damaged_bytes > 0)
+    taken.problems.push_back(std::to_string(damaged_bytes) + " byte(s) of the records " + std::string(from) +
+                             " carried are no whole record: dropped");
   std::string keep;
-  TakeText(text, "the records a snapshot carried", known, apply, now_s, &taken, &keep);
+  TakeText(named, "the records " + std::string(from) + " carried", known, apply, now_s, &taken, &keep);
   if (keep.empty()) return taken;
   auto fd = LockParked(path);
   if (!fd.ok()) return fd.status();
-  if (Status s = AppendRecord(*fd, path, keep); !s.ok()) return s;
+  // One record at a time: the file near its bound takes those it can.
+  for (std::string_view rest = keep; !rest.empty();) {
+    ParkedBatch b;
+    std::string raw;
+    if (ReadParkedRecord(&rest, &b, &raw) == Read::kDamaged) continue;
+    if (Status s = AppendRecord(*fd, path, raw); !s.ok()) {
+      taken.kept -= std::min(taken.kept, b.changes.size());
+      taken.dropped += b.changes.size();
+      taken.problems.push_back("a record of biz " + std::to_string(b.biz) + " " + std::string(from) +
+                               " carried could not be kept aside: " + s.message());
+    }
+  }
   return taken;
 }
 

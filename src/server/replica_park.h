@@ -142,11 +142,15 @@ struct ParkTaken {
 [[nodiscard]] Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(uint32_t)>& known,
                                            const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s);
 
-// As TakeParked, of the records in `text` (ParkedRecordsFor's) instead of
-// a file's: those not applied and not dropped are appended to the file at
-// `path`, for the takes after the reloads to come. A damaged record is
-// dropped and said.
-[[nodiscard]] Result<ParkTaken> TakeParkedRecords(std::string_view text, const std::string& path,
+// As TakeParked, of the change records in `text` (ParkedRecordsFor's)
+// instead of a file's, each record's stream named `from` + ">" + its own
+// (the shard that carried it: two shards keep the same sender stream's
+// batches under numbers of their own link, and one receipt for both took
+// the second shard's as applied): those not applied and not dropped are
+// appended to the file at `path`, so named, one record at a time, for the
+// takes after the reloads to come. A damaged record, and one the file does
+// not take (full), is dropped and said in `problems`.
+[[nodiscard]] Result<ParkTaken> TakeParkedRecords(std::string_view text, std::string_view from, const std::string& path,
                                                   const std::function<bool(uint32_t)>& known,
                                                   const std::function<Result<bool>(const ParkedBatch&)>& apply,
                                                   int64_t now_s);

@@ -1,13 +1,17 @@
 #include "server/snapshot_missed.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <string_view>
 
 #include "os/store_dir.h"
 #include "os/text_file.h"
+#include "os/unique_fd.h"
 #include "os/whole_file.h"
 
 namespace frs::server {
@@ -47,6 +51,22 @@ Status WriteMissedSnapshots(const std::string& store_dir, const std::vector<Miss
   for (const MissedSnapshot& m : missed) text += m.shard + " " + std::to_string(m.at_s) + "\n";
   auto placed = os::WriteFileWhole(path, text, {.sync_file = true, .sync_dir = true});
   return placed.ok() ? Status::OK() : placed.status();
+}
+
+Result<bool> ForgetMissedSnapshot(const std::string& store_dir, const std::string& shard) {
+  // Under an flock of the store directory: two shards asking at once (a new
+  // cluster's start) on two workers each read both lines, and each wrote
+  // back the other's, which then stayed.
+  os::UniqueFd dir(::open(store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return Status::FromErrno("cannot open " + store_dir, errno);
+  if (::flock(dir.get(), LOCK_EX) != 0) return Status::FromErrno("cannot lock " + store_dir, errno);
+  auto missed = ReadMissedSnapshots(store_dir);
+  if (!missed.ok()) return missed.status();
+  const size_t before = missed->size();
+  std::erase_if(*missed, [&](const MissedSnapshot& m) { return m.shard == shard; });
+  if (missed->size() == before) return false;
+  if (Status w = WriteMissedSnapshots(store_dir, *missed); !w.ok()) return w;
+  return true;
 }
 
 std::string MissedSnapshotWords(const std::string& store_dir, const MissedSnapshot& m, int64_t now_s) {

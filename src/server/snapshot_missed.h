@@ -44,6 +44,10 @@ Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store
 // The file made whole with `missed`, or removed when it is empty.
 [[nodiscard]] Status WriteMissedSnapshots(const std::string& store_dir, const std::vector<MissedSnapshot>& missed);
 
+// Removes `shard`'s line, under an flock of the store directory (workers
+// answering two shards at once); true when there was one.
+Result<bool> ForgetMissedSnapshot(const std::string& store_dir, const std::string& shard);
+
 // What is due, in words: "this store took no snapshot from SHARD at its
 // first start (DATE, N h ago): ...; to take it, ..."
 std::string MissedSnapshotWords(const std::string& store_dir, const MissedSnapshot& m, int64_t now_s);

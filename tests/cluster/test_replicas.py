@@ -39,9 +39,11 @@ MAP = (
     '<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
     '  <biz id="2" name="small"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>\n'
 )
-# MAP with one more biz: a map change rolled across the shards one by one.
+# MAP with two more bizzes: a map change rolled across the shards one by one.
 MAP_ADDED = MAP.replace(
-    "</map>", '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>'
+    "</map>",
+    '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n'
+    '  <biz id="4" name="added2"><rule algo="sliding" interval="3600" max="5"/></biz>\n</map>',
 )
 CLIENTS_PER_FRONT = 4
 
@@ -1785,8 +1787,9 @@ class Replicas(unittest.TestCase):
         added = MAP_ADDED
         for shard in (p.a, p.b):
             self.give_map(shard, added, "reloaded")
-        for k in p.keys[:3]:
+        for k in p.keys[:6]:  # two bizzes, their nodes mixed in the snapshot's batch
             self.assertEqual(p.a.get("/acquire?biz=added&key=" + k)[0], 200)
+            self.assertEqual(p.a.get("/acquire?biz=added2&key=" + k)[0], 200)
         for i, k in enumerate(p.keys[5:10]):
             for _ in range(i + 1):
                 self.assertEqual(p.a.acquire(k), 200)
@@ -1796,16 +1799,17 @@ class Replicas(unittest.TestCase):
             f.write(MAP)
         p.a.start()
         self.assertIn("node(s) taken from snapshots", p.a.log())
-        self.assertRegex(p.a.log(), r"replicas: 3 node\(s\) of the snapshot of \S+ are of bizzes this map.xml lacks")
+        self.assertRegex(p.a.log(), r"replicas: 12 node\(s\) of the snapshot of \S+ are of bizzes this map.xml lacks")
         for i, k in enumerate(p.keys[5:10]):
             self.assertEqual(p.a.count(k), i + 1, k)
         # Those nodes were kept aside (dropped, A's copy lacked their uses
         # for good, and a failover after the rollout granted them again):
         # the reload that brings the biz merges them.
-        said = "3 change(s) or node(s) another shard sent of biz(es) 3 while this map lacked them are applied now"
+        said = "12 change(s) or node(s) another shard sent of biz(es) "
         self.give_map(p.a, added, said)
-        for k in p.keys[:3]:
-            self.assertEqual(p.a.count_of("added", k), 1, k)
+        self.assertIn("while this map lacked them are applied now", p.a.log())
+        for k in p.keys[:6]:
+            self.assertEqual((p.a.count_of("added", k), p.a.count_of("added2", k)), (1, 1), k)
 
     def test_a_new_store_takes_back_the_uses_its_successor_kept_aside(self):
         # A map that adds a biz reaches A first; B keeps A's uses of it

@@ -1216,6 +1216,31 @@ TEST(ReloadWarning, ALoweredSlidingMaxThatShrinksItsBlockSaysItsUsesAreDropped) 
   EXPECT_TRUE(limit::HeldAReloadEnds(*three, *twelve).empty());
 }
 
+// A token bucket's max changed to one a multiple of 65,536 away, its
+// interval kept, cannot be told from no change by a key's block (16 bits of
+// max): the reload says so; any other change converts exactly, and says
+// nothing.
+TEST(ReloadWarning, ATokenBucketMaxChangedByAMultipleOf65536IsSaid) {
+  const auto map = [](int max, int interval) {
+    return limit::ParseMap(R"(<map><biz id="1" name="t"><rule algo="token_bucket" interval=")" +
+                               std::to_string(interval) + R"(" max=")" + std::to_string(max) + R"("/></biz></map>)",
+                           "map.xml");
+  };
+  auto a = map(165536, 3600), b = map(100000, 3600), c = map(60000, 3600), d = map(100000, 7200), e = map(131072, 3600),
+       f = map(65536, 3600);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok() && e.ok() && f.ok());
+  const std::vector<std::string> ends = limit::HeldAReloadEnds(*a, *b);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].find("token_bucket rule 't_1' max 165536 -> 100000 with its interval kept: the two are a "
+                         "multiple of 65,536 apart"),
+            std::string::npos)
+      << ends[0];
+  EXPECT_NE(ends[0].find("(this lowered max grants tokens still in use again)"), std::string::npos) << ends[0];
+  EXPECT_EQ(limit::HeldAReloadEnds(*e, *f).size(), 1u);  // powers of two: both end in 16 zero bits
+  EXPECT_TRUE(limit::HeldAReloadEnds(*b, *c).empty());   // told apart: converted exactly
+  EXPECT_TRUE(limit::HeldAReloadEnds(*a, *d).empty());   // the interval changed: the history converts
+}
+
 // A reload that gives a biz keeping reservations a rate rule that starts
 // from zero says that the reservations held then settle at their estimate;
 // a changed limit, or an interval changed under the same name, carries the

@@ -78,9 +78,10 @@ struct Taker {
 };
 
 // A take of records in a text (a snapshot's), what is left appended to the file.
-Result<ParkTaken> TakeText(Taker& t, std::string_view text, const std::string& path, int64_t now = kParkNow) {
+Result<ParkTaken> TakeText(Taker& t, std::string_view text, const std::string& path, std::string_view from = "peer",
+                           int64_t now = kParkNow) {
   return TakeParkedRecords(
-      text, path, [&](uint32_t b) { return std::find(t.known.begin(), t.known.end(), b) != t.known.end(); },
+      text, from, path, [&](uint32_t b) { return std::find(t.known.begin(), t.known.end(), b) != t.known.end(); },
       [&](const ParkedBatch& b) {
     Seen s{b.biz, b.seq, b.stream, {}, {}, b.nodes};
     for (const Change& c : b.changes) s.keys.emplace_back(c.key);
@@ -386,7 +387,10 @@ TEST_F(ReplicaPark, NodesAreKeptForTheirBizAndChangeRecordsCarriedByRoute) {
   EXPECT_EQ(taken->applied, 2u);
   ASSERT_EQ(asker.seen.size(), 1u);
   EXPECT_EQ(asker.seen[0].seq, 4u);
-  EXPECT_EQ(asker.seen[0].stream, "s1");
+  // Named by the shard that carried it: another shard's records of the
+  // same sender's stream have seqs of their own link, and are applied
+  // under a receipt of their own.
+  EXPECT_EQ(asker.seen[0].stream, "peer>s1");
   EXPECT_EQ(asker.seen[0].keys, (std::vector<std::string>{"user:1", std::string("a b\n%", 6)}));
   EXPECT_FALSE(std::filesystem::exists(theirs));
 
