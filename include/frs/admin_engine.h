@@ -157,9 +157,10 @@ class AdminEngine : public Engine {
   // was already there; an error changes nothing.
   static constexpr size_t kMaxMergeNodes = Store::kMaxBatch - 1;
   virtual Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
-  // As MergeNodes, but a node of a biz this map lacks is left out (named
-  // in *left_out: its line's index and the biz id it names) where
-  // MergeNodes refuses the batch for it: a peer's replica snapshot, taken
+  // As MergeNodes, but each node is of its biz id (MergeNodes takes its
+  // name first), and a node of a biz id this map lacks is left out (named
+  // in *left_out: its line's index and that id) where MergeNodes refuses
+  // the batch for it: a peer's replica snapshot, taken
   // under a map that a change rolling across the cluster gave bizzes this
   // one has not yet, or no longer. The batch's other nodes are merged; a
   // batch of none but those still writes its receipt, so it is counted

@@ -332,8 +332,10 @@ struct ParsedNode {
 
 }  // namespace
 
-// Its times are judged against now_s (BlockProblem, TimeProblem).
-static Status ParseNode(std::string_view json_line, const Map& map, int64_t now_s, ParsedNode* out) {
+// Its times are judged against now_s (BlockProblem, TimeProblem). Its biz
+// is the map's of its name, else of its id; `by_id`: of its id only.
+static Status ParseNode(std::string_view json_line, const Map& map, int64_t now_s, ParsedNode* out,
+                        bool by_id = false) {
   auto parsed = ParseJson(json_line);
   if (!parsed.ok()) return parsed.status();
   const JsonValue& j = parsed.value();
@@ -355,7 +357,7 @@ static Status ParseNode(std::string_view json_line, const Map& map, int64_t now_
     return Status::InvalidArgument("a node needs biz, key or key_hex, key_len, fp_lo, fp_hi and rules");
   }
   if (biz_id->i >= 1 && biz_id->i <= 65535) out->sent_biz = static_cast<uint32_t>(biz_id->i);
-  const Biz* biz = biz_name && !biz_name->s.empty() ? map.Find(biz_name->s) : nullptr;
+  const Biz* biz = !by_id && biz_name && !biz_name->s.empty() ? map.Find(biz_name->s) : nullptr;
   if (biz == nullptr && biz_id->i >= 1 && biz_id->i <= 65535) biz = map.FindId(static_cast<uint16_t>(biz_id->i));
   if (biz == nullptr) {
     return Status::NotFound("biz '" + (biz_name ? biz_name->s : std::string()) + "' (id " + std::to_string(biz_id->i) +
@@ -551,7 +553,12 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
   for (size_t line = 0; line < json_lines.size(); ++line) {
     const size_t i = n;
     ParsedNode& pn = nodes[i];
-    if (Status s = ParseNode(json_lines[line], *map, now.s, &pn); !s.ok()) {
+    // A replica snapshot's node (left_out given) is of its biz id: the
+    // copy's counts are kept by id, as the changes that follow name it. By
+    // name, a node of a biz whose id a rollout changed was folded into the
+    // other id's node: counted twice on one side, lost on the other (found
+    // from outside).
+    if (Status s = ParseNode(json_lines[line], *map, now.s, &pn, /*by_id=*/left_out != nullptr); !s.ok()) {
       if (s.IsNotFound() && left_out != nullptr) {
         left_out->push_back({line, pn.sent_biz});
         pn = ParsedNode{};

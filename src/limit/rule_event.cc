@@ -84,8 +84,10 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     sink->OnChange(c);
     // The leases a conversion ended while they held (a max lowered into
     // fewer places: LayoutEnded::held_serial), which no sweep ends on the
-    // copy: by serial. A set and a give-back send them with their own.
-    if (req.cmd != Cmd::kSet && !(req.cmd == Cmd::kRelease && req.give_back)) SendLeasesEnded(d, c, sink);
+    // copy: by serial. A set, and a give-back that gave back, send them
+    // with their own (after them: EventPhase::kAfter).
+    const bool gave_back = req.cmd == Cmd::kRelease && req.give_back && d.ok() && d.given_back > 0;
+    if (req.cmd != Cmd::kSet && !gave_back) SendLeasesEnded(d, c, sink);
     return;
   }
   if (!d.ok()) return;

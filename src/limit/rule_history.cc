@@ -247,10 +247,25 @@ void RuleHistory::ReadGroups(const Stamp& now) {
   of_biz_.clear();
   bool damaged = false, unread = false;
   for (Entry& e : ReadFile(&damaged, &unread)) Group(e.biz, e.name).push_back(std::move(e));
+  // How many of each group's entries the file gave.
+  std::vector<size_t> from_file(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) from_file[g] = groups_[g].size();
   for (std::vector<Entry>& g : ours)
     for (Entry& e : g) {
       std::vector<Entry>& to = Group(e.biz, e.name);
-      if (std::find(to.begin(), to.end(), e) == to.end()) to.push_back(std::move(e));
+      if (std::find(to.begin(), to.end(), e) != to.end()) continue;
+      // A token bucket's maxes of an identity the file holds are the
+      // file's: one this process still has was dropped there (Apply keeps
+      // the last kTokenMaxes), and put back it came out as the newest, the
+      // workers' files then differing (found from outside: two holders of
+      // a key read its tokens in use 37,000 apart).
+      const size_t g_at = group_of_[std::string(reinterpret_cast<const char*>(&e.biz), sizeof e.biz) + e.name];
+      const size_t n_file = g_at < from_file.size() ? from_file[g_at] : 0;
+      if (TagAlgo(e.identity) == Algo::kTokenBucket &&
+          std::any_of(to.begin(), to.begin() + static_cast<std::ptrdiff_t>(n_file),
+                      [&](const Entry& f) { return f.identity == e.identity; }))
+        continue;
+      to.push_back(std::move(e));
     }
   damaged_ = damaged;
   // A file that could not be read (its type, its mode, a worker out of
@@ -367,14 +382,24 @@ void RuleHistory::FillPasts(BizConfig* biz) {
   for (uint32_t i = 0; i < biz->nrules; ++i) {
     RuleSpec& spec = biz->rules[i];
     spec.npast = 0;
-    // Other identities first (a block of one is converted), then a token
-    // bucket's earlier maxes of its own (Apply), in the places left: they
-    // only name the max a block was written under.
-    for (const bool own : {false, true}) {
+    // The newest entry of each other identity first (a block of one is
+    // converted), then a token bucket's earlier maxes of its own (Apply),
+    // then the other identities' earlier maxes, in the places left: maxes
+    // only name the one a block was written under (WrittenMax).
+    auto taken = [&](const Entry* e) {
+      for (uint32_t p = 0; p < spec.npast; ++p)
+        if (spec.past[p].identity == e->identity) return true;
+      return false;
+    };
+    for (int pass = 0; pass < 3; ++pass) {
       for (const Entry* e : lineage[i]) {
         if (spec.npast == kRulePasts) break;
         const bool same = e->identity == TagIdentity(spec.tag);
-        if (same != own || (same && (spec.algo != Algo::kTokenBucket || e->max == spec.max))) continue;
+        if (same && (spec.algo != Algo::kTokenBucket || e->max == spec.max)) continue;
+        if (pass == 0 ? same || taken(e) : pass == 1 ? !same : same) continue;
+        if (pass == 2 && std::any_of(spec.past, spec.past + spec.npast,
+                                     [&](const RulePast& p) { return p.identity == e->identity && p.max == e->max; }))
+          continue;
         const bool windows = IsWindowAlgo(TagAlgo(e->identity)) && IsWindowAlgo(spec.algo);
         if (TagAlgo(e->identity) != spec.algo && !windows) continue;
         spec.past[spec.npast++] = RulePast{e->identity, e->max};

@@ -607,7 +607,8 @@ void Handler::TakeParkedChanges() {
     // A record of a snapshot's nodes: merged under its own receipt.
     if (!b.nodes.empty()) {
       std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
-      return engine_->MergeNodes(lines, b.stream);
+      std::vector<AdminEngine::LeftOutNode> left;  // none: their biz id is this map's (`known`)
+      return engine_->MergeKnownNodes(lines, b.stream, &left);
     }
     return engine_->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq);
   };
@@ -1021,6 +1022,10 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
 // on the mark fired on a healthy cluster (found from outside).
 void Handler::ForgetMissedSnapshotOf(long peer) {
   if (opts_.store_dir.empty() || peer < 0) return;
+  // First the mark a catch-up of this shard's reads (it writes under the
+  // lock below): one that missed that shard then leaves it out.
+  if (metrics_ != nullptr && static_cast<size_t>(peer) < kMaxReplicaPeers)
+    std::atomic_ref<uint64_t>(metrics_->master().replica.snapshot_asked[peer]).store(1);
   const std::string& name = opts_.cluster.ring->shards()[static_cast<size_t>(peer)].name;
   auto forgot = ForgetMissedSnapshot(opts_.store_dir, name);
   if (!forgot.ok()) {

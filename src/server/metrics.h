@@ -269,6 +269,11 @@ struct ReplicaShared {
   // signature holds: refused, since each answer holds this shard's store
   // still for up to kSnapshotHoldNs. A shard asks each time anew.
   uint64_t snapshot_asks[kMaxReplicaPeers][kSnapshotAsksKept];
+  // Per other shard: 1 once it asked this shard for a snapshot (it was on a
+  // new store then), set before its snapshot.missed line is removed; a
+  // catch-up here that missed it then does not mark it either
+  // (snapshot_missed.h).
+  uint64_t snapshot_asked[kMaxReplicaPeers];
 };
 
 // Whether a ring change's handoff has not been reported done here.

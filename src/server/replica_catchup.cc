@@ -251,7 +251,8 @@ void TakeCarriedParked(const CatchUp& c, const std::string& name, std::string_vi
   auto apply = [&](const ParkedBatch& b) -> Result<bool> {
     if (!b.nodes.empty()) {
       std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
-      return c.engine->MergeNodes(lines, b.stream);
+      std::vector<AdminEngine::LeftOutNode> left;  // none: their biz id is this map's (`known`)
+      return c.engine->MergeKnownNodes(lines, b.stream, &left);
     }
     return c.engine->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq, 0);
   };
@@ -777,11 +778,19 @@ namespace {
 // that first reaches such a shard again, and /metrics (snapshot_missed.h).
 // Written before the catch-up's mark goes: a kill in between begins the
 // catch-up again, which writes it anew.
-void NoteMissedSnapshots(const SrvConfig& cfg, const Ring& ring, const std::vector<bool>& missed) {
+void NoteMissedSnapshots(const SrvConfig& cfg, const Ring& ring, const std::vector<bool>& missed,
+                         const ReplicaShared* shared) {
   std::vector<MissedSnapshot> list;
-  for (size_t i = 0; i < missed.size() && i < ring.shards().size(); ++i)
-    if (missed[i]) list.push_back({ring.shards()[i].name, static_cast<int64_t>(::time(nullptr))});
-  if (Status s = WriteMissedSnapshots(cfg.store_dir, list); !s.ok())
+  // A shard that asked this one for a snapshot meanwhile is on a new store:
+  // nothing of it to miss (its worker's removal may have run before this).
+  auto make = [&] {
+    list.clear();
+    for (size_t i = 0; i < missed.size() && i < ring.shards().size(); ++i)
+      if (missed[i] && (shared == nullptr || i >= kMaxReplicaPeers || CounterGet(shared->snapshot_asked[i]) == 0))
+        list.push_back({ring.shards()[i].name, static_cast<int64_t>(::time(nullptr))});
+    return list;
+  };
+  if (Status s = NoteMissedSnapshotsLocked(cfg.store_dir, make); !s.ok())
     FRS_LOG("replicas: cannot note the snapshots not taken: %s", s.message().c_str());
   for (const MissedSnapshot& m : list) FRS_LOG("replicas: %s", MissedSnapshotWords(cfg.store_dir, m, m.at_s).c_str());
 }
@@ -865,7 +874,7 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     missed[i] = m;
   }
   CounterSet(shared->catchup_nodes, nodes);
-  if (fresh_store && !StopAsked()) NoteMissedSnapshots(cfg, *ring, missed);
+  if (fresh_store && !StopAsked()) NoteMissedSnapshots(cfg, *ring, missed, shared);
   // Peers whose holdings for this shard were not all taken or waited for.
   c.queue_start = MonoNs();
   const size_t short_of = StopAsked() ? 0 : WaitForQueued(c, *ring, peers, missed, stalled_since);

@@ -404,14 +404,22 @@ Result<ParkTaken> TakeParkedRecords(std::string_view text, std::string_view from
   TakeText(named, "the records " + std::string(from) + " carried", known, apply, now_s, &taken, &keep);
   if (keep.empty()) return taken;
   auto fd = LockParked(path);
-  if (!fd.ok()) return fd.status();
+  if (!fd.ok()) {
+    // What was applied stands, and is said with the rest.
+    taken.dropped += taken.kept + taken.held;
+    taken.kept = taken.held = 0;
+    taken.problems.push_back("the records " + std::string(from) + " carried that this map cannot apply yet could not " +
+                             "be kept aside: " + fd.status().message());
+    return taken;
+  }
   // One record at a time: the file near its bound takes those it can.
   for (std::string_view rest = keep; !rest.empty();) {
     ParkedBatch b;
     std::string raw;
     if (ReadParkedRecord(&rest, &b, &raw) == Read::kDamaged) continue;
     if (Status s = AppendRecord(*fd, path, raw); !s.ok()) {
-      taken.kept -= std::min(taken.kept, b.changes.size());
+      size_t& counted = known(b.biz) ? taken.held : taken.kept;  // as TakeText counted it
+      counted -= std::min(counted, b.changes.size());
       taken.dropped += b.changes.size();
       taken.problems.push_back("a record of biz " + std::to_string(b.biz) + " " + std::string(from) +
                                " carried could not be kept aside: " + s.message());

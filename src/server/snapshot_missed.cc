@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <functional>
 #include <string_view>
 
 #include "os/store_dir.h"
@@ -53,13 +54,28 @@ Status WriteMissedSnapshots(const std::string& store_dir, const std::vector<Miss
   return placed.ok() ? Status::OK() : placed.status();
 }
 
-Result<bool> ForgetMissedSnapshot(const std::string& store_dir, const std::string& shard) {
-  // Under an flock of the store directory: two shards asking at once (a new
-  // cluster's start) on two workers each read both lines, and each wrote
-  // back the other's, which then stayed.
+namespace {
+
+// The store directory locked (an flock) while the file is read and
+// written again: two shards asking at once (a new cluster's start) on two
+// workers each read both lines and wrote back the other's, which stayed;
+// the catch-up's own writing takes it too. A file system that takes no
+// flock of a directory (NFS: EBADF) goes on unlocked, as before.
+Result<os::UniqueFd> LockDir(const std::string& store_dir) {
   os::UniqueFd dir(::open(store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) return Status::FromErrno("cannot open " + store_dir, errno);
-  if (::flock(dir.get(), LOCK_EX) != 0) return Status::FromErrno("cannot lock " + store_dir, errno);
+  if (::flock(dir.get(), LOCK_EX) != 0) {
+    if (errno == EBADF || errno == ENOLCK || errno == EINVAL || errno == EOPNOTSUPP) return os::UniqueFd();
+    return Status::FromErrno("cannot lock " + store_dir, errno);
+  }
+  return dir;
+}
+
+}  // namespace
+
+Result<bool> ForgetMissedSnapshot(const std::string& store_dir, const std::string& shard) {
+  auto lock = LockDir(store_dir);
+  if (!lock.ok()) return lock.status();
   auto missed = ReadMissedSnapshots(store_dir);
   if (!missed.ok()) return missed.status();
   const size_t before = missed->size();
@@ -67,6 +83,13 @@ Result<bool> ForgetMissedSnapshot(const std::string& store_dir, const std::strin
   if (missed->size() == before) return false;
   if (Status w = WriteMissedSnapshots(store_dir, *missed); !w.ok()) return w;
   return true;
+}
+
+Status NoteMissedSnapshotsLocked(const std::string& store_dir,
+                                 const std::function<std::vector<MissedSnapshot>()>& list) {
+  auto lock = LockDir(store_dir);
+  if (!lock.ok()) return lock.status();
+  return WriteMissedSnapshots(store_dir, list());
 }
 
 std::string MissedSnapshotWords(const std::string& store_dir, const MissedSnapshot& m, int64_t now_s) {

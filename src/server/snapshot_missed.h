@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store
 // Removes `shard`'s line, under an flock of the store directory (workers
 // answering two shards at once); true when there was one.
 Result<bool> ForgetMissedSnapshot(const std::string& store_dir, const std::string& shard);
+// The file made whole with what `list` answers, called under the same lock
+// (the catch-up's: a shard that asked meanwhile is left out by `list`).
+[[nodiscard]] Status NoteMissedSnapshotsLocked(const std::string& store_dir,
+                                               const std::function<std::vector<MissedSnapshot>()>& list);
 
 // What is due, in words: "this store took no snapshot from SHARD at its
 // first start (DATE, N h ago): ...; to take it, ..."

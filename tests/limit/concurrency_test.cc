@@ -499,6 +499,18 @@ TEST_F(LeaseTest, ANodeOfABizTheMapLacksIsLeftOutOfAKnownNodesMerge) {
   EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "mixed"}).count, 1);
   EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "mixed", IdOf(held)).released);
 
+  // A node of this map's biz name under another id is of that id here (a
+  // snapshot's copy is kept by id): left out, where the handoff's merge
+  // takes it by name.
+  std::string renumbered = line;
+  const size_t num_at = renumbered.find("\"biz\":");
+  renumbered.replace(num_at, renumbered.find(',', num_at) - num_at, "\"biz\":4322");
+  const std::string_view by_name[] = {renumbered};
+  auto kept_apart = engine_->MergeKnownNodes(by_name, "snap-renumbered", &left_out);
+  ASSERT_TRUE(kept_apart.ok()) << kept_apart.status().ToString();
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(left_out[0].biz, 4322u);
+
   // A batch of none but such nodes merges nothing and still answers taken.
   const std::string_view only_other[] = {other};
   auto none = engine_->MergeKnownNodes(only_other, "snap-other", &left_out);

@@ -168,6 +168,39 @@ TEST(SideFiles, ARuleHistoryThatIsNoFileIsNeitherWaitedOnNorReplaced) {
   }
 }
 
+// A token bucket's maxes of one interval, kept by two processes that apply
+// each map in turn (a reload's workers): both files end the same, the last
+// RuleHistory::kTokenMaxes newest last, each earlier one given to the rule.
+// One process's memory put back a max the other had dropped, as the newest,
+// and two holders of a key read its tokens in use 37,000 apart (found from
+// outside).
+TEST(SideFiles, ATokenBucketsMaxesAreTheSameInEveryProcessThatAppliesTheMaps) {
+  frs::testing::TempDir d;
+  RuleHistory first(d.path(), /*read_only=*/false), second(d.path(), /*read_only=*/false);
+  MapConfig last;
+  for (const int max : {200000, 190000, 180000, 170000, 160000, 150000}) {
+    auto map = ParseMap("<map><biz id=\"1\" name=\"a\"><rule algo=\"token_bucket\" interval=\"3600\" max=\"" +
+                            std::to_string(max) + "\"/></biz></map>",
+                        "map.xml");
+    ASSERT_TRUE(map.ok()) << map.status().ToString();
+    for (RuleHistory* h : {&first, &second}) {
+      MapConfig config = *map;
+      h->Apply(&config);
+      last = config;
+    }
+  }
+  std::ifstream in(d.path() + "/rules.history");
+  std::string line, maxes;
+  while (std::getline(in, line))
+    if (!line.starts_with("#")) maxes += line.substr(line.rfind(' ') + 1) + " ";
+  EXPECT_EQ(maxes, "180000 170000 160000 150000 ");
+  const RuleSpec& spec = last.bizzes[0].rules[0];
+  ASSERT_EQ(spec.npast, RuleHistory::kTokenMaxes - 1);
+  EXPECT_EQ(spec.past[0].max, 160000);  // newest first
+  EXPECT_EQ(spec.past[1].max, 170000);
+  EXPECT_EQ(spec.past[2].max, 180000);
+}
+
 // frsd refuses to start or reload on a rules.history it cannot read, and
 // frsctl says it; a damaged line is not that (the rest is read).
 TEST(SideFiles, ARuleHistoryThatCannotBeReadIsSaidADamagedLineIsNot) {
