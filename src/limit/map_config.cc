@@ -847,15 +847,17 @@ void TokenBucketMaxAlike(const BizConfig& ob, const BizConfig& nb, const std::st
     for (uint32_t j = 0; j < ob.nrules; ++j) {
       const RuleSpec& was = ob.rules[j];
       if (was.algo != Algo::kTokenBucket || std::string_view(was.name) != std::string_view(spec.name)) continue;
-      if (spec.max != was.max && (spec.max & 0xffff) == (was.max & 0xffff) &&
+      // Raised, the block read under the new max keeps the instant it is
+      // full again, which is what a raise keeps: nothing to say.
+      if (spec.max < was.max && (spec.max & 0xffff) == (was.max & 0xffff) &&
           TagIdentity(spec.tag) == TagIdentity(was.tag))
         out->push_back(who + ": token_bucket rule '" + std::string(spec.name) + "' max " + std::to_string(was.max) +
                        " -> " + std::to_string(spec.max) +
                        " with its interval kept: the two are a multiple of 65,536 apart, and a key's block keeps "
                        "only the low 16 bits of its max, so each key's tokens in use are read as if written under " +
                        std::to_string(spec.max) +
-                       (spec.max < was.max ? " (this lowered max grants tokens still in use again)" : "") +
-                       "; change the interval with it (rules.history then converts each key), or reset the biz");
+                       " (this lowered max grants tokens still in use again); change the interval with it "
+                       "(rules.history then converts each key), or reset the biz");
       break;
     }
   }

@@ -1249,6 +1249,7 @@ TEST(ReloadWarning, ATokenBucketMaxChangedByAMultipleOf65536IsSaid) {
       << ends[0];
   EXPECT_NE(ends[0].find("(this lowered max grants tokens still in use again)"), std::string::npos) << ends[0];
   EXPECT_EQ(limit::HeldAReloadEnds(*e, *f).size(), 1u);  // powers of two: both end in 16 zero bits
+  EXPECT_TRUE(limit::HeldAReloadEnds(*f, *e).empty());   // raised: read under it, the full instant is kept
   EXPECT_TRUE(limit::HeldAReloadEnds(*b, *c).empty());   // told apart: converted exactly
   EXPECT_TRUE(limit::HeldAReloadEnds(*a, *d).empty());   // the interval changed: the history converts
 }
