@@ -164,7 +164,8 @@ class AdminEngine : public Engine {
   // under a map that a change rolling across the cluster gave bizzes this
   // one has not yet, or no longer. The batch's other nodes are merged; a
   // batch of none but those still writes its receipt, so it is counted
-  // once.
+  // once. `left_out` null: such a node refuses the batch (NotFound), as
+  // MergeNodes, the nodes still taken by their biz id.
   struct LeftOutNode {
     size_t line = 0;
     uint32_t biz = 0;

@@ -203,15 +203,15 @@ class EngineImpl final : public AdminEngine {
   Status CheckImport(std::string_view json_line) const override;
   uint32_t Today() const override { return Today(NowAt().s); }
   Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override {
-    return FoldNodes(json_lines, receipt, /*replace=*/false, nullptr);
+    return FoldNodes(json_lines, receipt, /*replace=*/false, nullptr, /*by_id=*/false);
   }
   Result<bool> MergeKnownNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
                                std::vector<LeftOutNode>* left_out) override {
-    left_out->clear();
-    return FoldNodes(json_lines, receipt, /*replace=*/false, left_out);
+    if (left_out != nullptr) left_out->clear();
+    return FoldNodes(json_lines, receipt, /*replace=*/false, left_out, /*by_id=*/true);
   }
   Result<bool> ReplaceNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override {
-    return FoldNodes(json_lines, receipt, /*replace=*/true, nullptr);
+    return FoldNodes(json_lines, receipt, /*replace=*/true, nullptr, /*by_id=*/false);
   }
   Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
                             size_t skip_first) override;
@@ -225,9 +225,10 @@ class EngineImpl final : public AdminEngine {
   // MergeNodes (each sent node summed into this store's, rule by rule) and
   // ReplaceNodes (each sent node taking its place whole), one transaction.
   // `left_out`: null, a node of a biz the map lacks refuses the batch;
-  // else it is left out and named there.
+  // else it is left out and named there. `by_id`: each node is of its biz
+  // id (else of its name first).
   Result<bool> FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt, bool replace,
-                         std::vector<LeftOutNode>* left_out);
+                         std::vector<LeftOutNode>* left_out, bool by_id);
 
   // The one check of a request, whichever way it is decided: its biz, or
   // null with `d` holding the error (or nothing: stats has no decision).

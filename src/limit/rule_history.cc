@@ -254,14 +254,14 @@ void RuleHistory::ReadGroups(const Stamp& now) {
     for (Entry& e : g) {
       std::vector<Entry>& to = Group(e.biz, e.name);
       if (std::find(to.begin(), to.end(), e) != to.end()) continue;
-      // A token bucket's maxes of an identity the file holds are the
+      // A token bucket's maxes of an identity a whole file holds are the
       // file's: one this process still has was dropped there (Apply keeps
       // the last kTokenMaxes), and put back it came out as the newest, the
       // workers' files then differing (found from outside: two holders of
       // a key read its tokens in use 37,000 apart).
       const size_t g_at = group_of_[std::string(reinterpret_cast<const char*>(&e.biz), sizeof e.biz) + e.name];
       const size_t n_file = g_at < from_file.size() ? from_file[g_at] : 0;
-      if (TagAlgo(e.identity) == Algo::kTokenBucket &&
+      if (!damaged && TagAlgo(e.identity) == Algo::kTokenBucket &&
           std::any_of(to.begin(), to.begin() + static_cast<std::ptrdiff_t>(n_file),
                       [&](const Entry& f) { return f.identity == e.identity; }))
         continue;

@@ -607,8 +607,9 @@ void Handler::TakeParkedChanges() {
     // A record of a snapshot's nodes: merged under its own receipt.
     if (!b.nodes.empty()) {
       std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
-      std::vector<AdminEngine::LeftOutNode> left;  // none: their biz id is this map's (`known`)
-      return engine_->MergeKnownNodes(lines, b.stream, &left);
+      // By their biz id, which `known` found in the map; one the map has
+      // no more by the merge (a reload between) refuses the record, kept.
+      return engine_->MergeKnownNodes(lines, b.stream, nullptr);
     }
     return engine_->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq);
   };

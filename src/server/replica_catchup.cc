@@ -251,8 +251,9 @@ void TakeCarriedParked(const CatchUp& c, const std::string& name, std::string_vi
   auto apply = [&](const ParkedBatch& b) -> Result<bool> {
     if (!b.nodes.empty()) {
       std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
-      std::vector<AdminEngine::LeftOutNode> left;  // none: their biz id is this map's (`known`)
-      return c.engine->MergeKnownNodes(lines, b.stream, &left);
+      // By their biz id, which `known` found in the map; one the map has
+      // no more by the merge (a reload between) refuses the record, kept.
+      return c.engine->MergeKnownNodes(lines, b.stream, nullptr);
     }
     return c.engine->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq, 0);
   };
@@ -790,6 +791,7 @@ void NoteMissedSnapshots(const SrvConfig& cfg, const Ring& ring, const std::vect
         list.push_back({ring.shards()[i].name, static_cast<int64_t>(::time(nullptr))});
     return list;
   };
+  make();  // said below even when the file cannot be written
   if (Status s = NoteMissedSnapshotsLocked(cfg.store_dir, make); !s.ok())
     FRS_LOG("replicas: cannot note the snapshots not taken: %s", s.message().c_str());
   for (const MissedSnapshot& m : list) FRS_LOG("replicas: %s", MissedSnapshotWords(cfg.store_dir, m, m.at_s).c_str());

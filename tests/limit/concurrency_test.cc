@@ -511,6 +511,17 @@ TEST_F(LeaseTest, ANodeOfABizTheMapLacksIsLeftOutOfAKnownNodesMerge) {
   ASSERT_EQ(left_out.size(), 1u);
   EXPECT_EQ(left_out[0].biz, 4322u);
 
+  // Without a list to name them in (the take of kept-aside nodes), such a
+  // node refuses the batch and nothing is written, its receipt neither: the
+  // record is kept for the next take.
+  auto strict = engine_->MergeKnownNodes(by_name, "snap-strict", nullptr);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_TRUE(strict.status().IsNotFound()) << strict.status().ToString();
+  const std::string_view known_only[] = {line};
+  auto strict_known = engine_->MergeKnownNodes(known_only, "snap-strict", nullptr);
+  ASSERT_TRUE(strict_known.ok()) << strict_known.status().ToString();
+  EXPECT_TRUE(strict_known.value()) << "the receipt of the refused batch was not written";
+
   // A batch of none but such nodes merges nothing and still answers taken.
   const std::string_view only_other[] = {other};
   auto none = engine_->MergeKnownNodes(only_other, "snap-other", &left_out);

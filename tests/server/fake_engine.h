@@ -191,8 +191,11 @@ class FakeEngine final : public AdminEngine {
   // A line holding `other_biz_mark` is of a biz this map lacks (id 7).
   Result<bool> MergeKnownNodes(std::span<const std::string_view> lines, std::string_view receipt,
                                std::vector<LeftOutNode>* left_out) override {
-    left_out->clear();
+    if (left_out != nullptr) left_out->clear();
     if (!merges) return Status::NotFound("fake");
+    for (size_t i = 0; i < lines.size() && left_out == nullptr; ++i)
+      if (!other_biz_mark.empty() && lines[i].find(other_biz_mark) != std::string_view::npos)
+        return Status::NotFound("fake: a line of biz 7, which this map lacks");
     if (!receipts.insert(std::string(receipt)).second) return false;
     for (size_t i = 0; i < lines.size(); ++i) {
       if (!other_biz_mark.empty() && lines[i].find(other_biz_mark) != std::string_view::npos)
