@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/engine_fixture.h"
+#include "common/node_export.h"
 #include "frs/admin_engine.h"
 #include "frs/store.h"
 #include "limit/concurrency.h"
@@ -433,14 +434,7 @@ TEST_F(LeaseTest, AReplacementKeepsTheLeasesOfTheNodesOwnSeries) {
 // would never expire. Import refuses it the same way.
 TEST_F(LeaseTest, AMergedNodeNoRuleTakesIsNotWritten) {
   ASSERT_TRUE(Acquire("inflight", "ghost").allowed);
-  std::string line;
-  ASSERT_TRUE(store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key == "ghost") line = engine_->ExportNode(node).value();
-                      })
-                  .ok());
+  std::string line = testing::ExportedLine(*store_, *engine_, "ghost");
   ASSERT_FALSE(line.empty());
   ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "inflight", .key = "ghost"}).found);
   const size_t at = line.find("\"rules\":[");
@@ -461,14 +455,7 @@ TEST_F(LeaseTest, AMergedNodeNoRuleTakesIsNotWritten) {
 TEST_F(LeaseTest, ANodeOfABizTheMapLacksIsLeftOutOfAKnownNodesMerge) {
   const Decision held = Acquire("inflight", "mixed");
   ASSERT_TRUE(held.allowed);
-  std::string line;
-  ASSERT_TRUE(store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key == "mixed") line = engine_->ExportNode(node).value();
-                      })
-                  .ok());
+  std::string line = testing::ExportedLine(*store_, *engine_, "mixed");
   ASSERT_FALSE(line.empty());
   ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "inflight", .key = "mixed"}).found);
   std::string other = line;

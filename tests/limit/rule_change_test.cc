@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/node_export.h"
 #include "common/temp_dir.h"
 #include "frs/admin_engine.h"
 #include "limit/rule_harness.h"
@@ -262,14 +263,7 @@ TEST_F(RuleChangeTest, ATokenBucketMaxPast65535ChangedAloneKeepsItsTokensInUse) 
   Open(tb(100000));
   ASSERT_TRUE(Do(Cmd::kAcquire, "v", 50000).allowed);
   Reload(tb(60000));
-  std::string line;
-  ASSERT_TRUE(store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key == "v") line = engine_->ExportNode(node).value();
-                      })
-                  .ok());
+  std::string line = testing::ExportedLine(*store_, *engine_, "v");
   ASSERT_FALSE(line.empty());
   StoreOptions so;
   so.dir = dir_ / "other";
