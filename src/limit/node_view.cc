@@ -51,13 +51,17 @@ bool HoldsBlockOfAnEarlierRule(const BizConfig& biz, std::span<const uint8_t> st
     bool current = Reservations::IsTag(tag);
     for (uint32_t i = 0; !current && i < biz.nrules; ++i) {
       const RuleSpec& spec = biz.rules[i];
-      // A token bucket's block written under another max is of an earlier
-      // rule too: only this store's history knows that max (a snapshot's
-      // or an export's reader read it by its 16 bits, and 200,000 made
-      // 150,000 with 150,000 in use read 112,400 in use on a new store:
-      // found from outside).
+      // A token bucket's block written under a max its 16 bits do not tell
+      // (65,536 or more, known to this store's history) is of an earlier
+      // rule too: a snapshot's or an export's reader without that history
+      // read it by the bits, and 200,000 made 150,000 with 150,000 in use
+      // read 112,400 in use on a new store (found from outside). One the
+      // bits tell goes as it is: converted here it would be fixed to this
+      // map's max, which a reader a step of a rollout behind does not run.
+      const uint8_t* b = state.data() + off;
       current = TagIdentity(spec.tag) == TagIdentity(tag) &&
-                (spec.algo != Algo::kTokenBucket || TokenBucket::WrittenFor(spec, state.data() + off));
+                (spec.algo != Algo::kTokenBucket || TokenBucket::WrittenFor(spec, b) ||
+                 WrittenMax(spec, b, 0) == TokenBucket::WrittenMaxBits(b));
     }
     earlier = !current;
     return !earlier;

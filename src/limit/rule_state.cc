@@ -212,6 +212,8 @@ void ConvertWindow(const RuleSpec& spec, uint32_t old_tag, CounterBlock b, const
   b.Store(block);
 }
 
+}  // namespace
+
 // The max a token bucket's block was written under: of the maxes the rule
 // history knows it by (`old_max`, its lineage's, and spec.past's of the
 // block's identity, newest first) the first whose low 16 bits the block
@@ -231,8 +233,6 @@ int64_t WrittenMax(const RuleSpec& spec, const uint8_t* old_block, int64_t old_m
   if (bits != 0 && !TokenBucket::WrittenFor(spec, old_block)) return bits;
   return spec.max;
 }
-
-}  // namespace
 
 bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now,
                   int64_t old_max) {

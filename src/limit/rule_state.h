@@ -26,6 +26,10 @@ uint32_t BlockTag(Algo algo, int64_t max, uint32_t interval);
 // Whether `block` is in spec's own form (or never used): else a reload
 // changed the rule and ConvertBlock makes it spec's.
 bool BlockIsCurrent(const RuleSpec& spec, const uint8_t* block);
+// The max a token bucket `block` was written under, as its conversion
+// takes it (rule_state.cc): the history's whose low 16 bits the block keeps
+// (spec.past, `old_max` first when > 0), else those bits, else spec.max.
+int64_t WrittenMax(const RuleSpec& spec, const uint8_t* block, int64_t old_max);
 
 // One rule over its block. `block` is spec.bytes long and carries spec.tag
 // (or zero: a rule never used). Evaluate answers "would n more be allowed
