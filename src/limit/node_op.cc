@@ -89,15 +89,18 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
   return true;
 }
 
-bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now) {
+bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now,
+                  std::span<const int64_t> written_max) {
   struct OldBlock {
     uint32_t offset, bytes, tag;
     bool used;
+    int64_t max;  // the max it was written under, when its sender said (0: not said)
   };
   OldBlock blocks[kMaxStateBytes / kBlockUnit];
   size_t nblocks = 0;
   ForEachTaggedBlock(old_state, [&](uint32_t off, uint32_t tag, uint32_t bytes) {
-    blocks[nblocks++] = {off, bytes, tag, false};
+    const int64_t said = nblocks < written_max.size() ? written_max[nblocks] : 0;
+    blocks[nblocks++] = {off, bytes, tag, false, said};
     return nblocks < std::size(blocks);
   });
   std::memset(state, 0, biz.state_bytes);
@@ -118,14 +121,15 @@ bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
   };
   for (uint32_t i = 0; i < biz.nrules; ++i) {
     for (size_t k = 0; k < nblocks && !matched[i]; ++k)
-      if (!blocks[k].used && TagIdentity(blocks[k].tag) == TagIdentity(biz.rules[i].tag)) take(i, blocks[k], 0);
+      if (!blocks[k].used && TagIdentity(blocks[k].tag) == TagIdentity(biz.rules[i].tag))
+        take(i, blocks[k], blocks[k].max);
   }
   for (uint32_t i = 0; i < biz.nrules; ++i) {
     const RuleSpec& spec = biz.rules[i];
     for (uint32_t p = 0; p < spec.npast && !matched[i]; ++p)
       for (size_t k = 0; k < nblocks && !matched[i]; ++k)
         if (!blocks[k].used && TagIdentity(blocks[k].tag) == spec.past[p].identity)
-          take(i, blocks[k], spec.past[p].max);
+          take(i, blocks[k], blocks[k].max > 0 ? blocks[k].max : spec.past[p].max);
     started |= !matched[i] && spec.algo != Algo::kConcurrency;
   }
   return started;

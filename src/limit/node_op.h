@@ -59,7 +59,11 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
 // `old_state`, a sequence of tagged blocks of any layout. True when a rate
 // rule started from zero (no block was its, or none converted): it never
 // counted the reservations the node holds (PlaceReservations marks them).
-bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now);
+// `written_max` (optional, per tagged block of old_state in order): the max
+// each token bucket block was written under, as an export said it ("max");
+// 0 or absent: the rule history's, else the block's own 16 bits.
+bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now,
+                  std::span<const int64_t> written_max = {});
 
 // Judges "n more now" on every rule into d->rules / d->nrules.
 void EvaluateRules(const BizConfig& biz, const uint8_t* state, const Now& now, int64_t n, Decision* d);

@@ -291,11 +291,30 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   if (node.route_known) w.Key("route_pos").Int(node.route_pos);
   w.Key("rules").BeginArray();
   std::string reservations;
-  const auto block = [&w](const uint8_t* b, uint32_t tag) {
+  // A token bucket's block says 16 bits of the max it was written under:
+  // "max" says it whole where this store knows it (its rule's, or its
+  // history's for a block a reload left), so that a reader whose map and
+  // history never had it (an import, a new store taking a snapshot, a
+  // shard a step of a rollout behind) converts it as a reload here would.
+  // Read by it, a lowered max's tokens in use were read as a raise's (found
+  // from outside: 100,000 of 200,000 read 75,000 of 150,000).
+  const auto written_max = [&](const uint8_t* b, uint32_t tag) -> int64_t {
+    if (TagAlgo(tag) != Algo::kTokenBucket || biz == nullptr) return 0;
+    for (uint32_t i = 0; i < biz->cfg.nrules; ++i) {
+      const RuleSpec& spec = biz->cfg.rules[i];
+      if (TagIdentity(spec.tag) != TagIdentity(tag)) continue;
+      // Its bits are this rule's max's: taken as written under it, as a use
+      // here takes it (an earlier max with the same bits is not told apart).
+      return TokenBucket::WrittenFor(spec, b) ? spec.max : WrittenMax(spec, b, 0);
+    }
+    return 0;
+  };
+  const auto block = [&](const uint8_t* b, uint32_t tag) {
     w.BeginObject();
     w.Key("algo").String(AlgoName(TagAlgo(tag)));
     w.Key("interval").Int(TagInterval(tag));
     w.Key("state").String(HexEncode(std::string_view(reinterpret_cast<const char*>(b), TagBytes(tag))));
+    if (const int64_t m = written_max(b, tag); m > 0) w.Key("max").Int(m);
     w.EndObject();
   };
   const bool convert = biz != nullptr && HoldsBlockOfAnEarlierRule(biz->cfg, node.state);
@@ -342,9 +361,55 @@ struct ParsedNode {
   std::string state;         // rule blocks, each carrying its tag
   std::string reservations;  // the node's reservation table, or empty
   uint32_t sent_biz = 0;     // the biz id it names (set also when the map lacks it), 0 if none in range
+  // Per block of `state`, in order: the max a token bucket's was written
+  // under, as its exporter knew it ("max"); 0: not said.
+  std::vector<int64_t> written_max;
 };
 
 }  // namespace
+
+// A node line's "rules": each block checked against its algo, interval
+// and time (BlockProblem), appended to *state; per block, the max an
+// export said a token bucket's was written under (0: not said).
+static Status ParseRuleBlocks(const JsonValue& rules, int64_t now_s, std::string* state,
+                              std::vector<int64_t>* written_max) {
+  using T = JsonValue::Type;
+  for (const JsonValue& r : rules.array) {
+    const JsonValue* algo = r.Find("algo");
+    const JsonValue* interval = r.Find("interval");
+    const JsonValue* st = r.Find("state");
+    const JsonValue* max = r.Find("max");
+    Algo a;
+    std::string block;
+    if (!algo || algo->type != T::kString || !ParseAlgo(algo->s, &a) || !interval || interval->type != T::kInt || !st ||
+        st->type != T::kString || !HexDecode(st->s, &block)) {
+      return Status::InvalidArgument("a rule needs algo, interval and a hex state");
+    }
+    if (max != nullptr &&
+        (a != Algo::kTokenBucket || max->type != T::kInt || max->i <= 0 || block.size() != TokenBucket::kBytes ||
+         (max->i & 0xffff) != TokenBucket::WrittenMaxBits(reinterpret_cast<const uint8_t*>(block.data())))) {
+      return Status::InvalidArgument(
+          "a rule's max is said of a token_bucket's state only, and its low 16 bits are those the state keeps");
+    }
+    written_max->push_back(max != nullptr ? max->i : 0);
+    const uint32_t most = a == Algo::kConcurrency ? kMaxLeaseBlockBytes : kMaxBlockBytes;
+    if (block.size() < kBlockUnit || block.size() > most) {
+      return Status::InvalidArgument("a rule state of " + std::to_string(block.size()) + " bytes");
+    }
+    uint32_t tag = Load32(reinterpret_cast<const uint8_t*>(block.data()));
+    if (TagAlgo(tag) != a || TagInterval(tag) != interval->i || TagBytes(tag) != block.size()) {
+      return Status::InvalidArgument("a rule state's tag does not match its algo, interval and length");
+    }
+    if (std::string p =
+            BlockProblem(a, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(block.data()), block.size()),
+                         now_s);
+        !p.empty())
+      return Status::InvalidArgument("a " + std::string(AlgoName(a)) + " rule's state holds " + p);
+    *state += block;
+    if (state->size() > kMaxStateBytes) return Status::InvalidArgument("rule states exceed a node's state");
+  }
+  return Status::OK();
+}
 
 // Its times are judged against now_s (BlockProblem, TimeProblem). Its biz
 // is the map's of its name, else of its id; `by_id`: of its id only.
@@ -420,32 +485,7 @@ static Status ParseNode(std::string_view json_line, const Map& map, int64_t now_
   }
 
   std::string state;
-  for (const JsonValue& r : rules->array) {
-    const JsonValue* algo = r.Find("algo");
-    const JsonValue* interval = r.Find("interval");
-    const JsonValue* st = r.Find("state");
-    Algo a;
-    std::string block;
-    if (!algo || algo->type != T::kString || !ParseAlgo(algo->s, &a) || !interval || interval->type != T::kInt || !st ||
-        st->type != T::kString || !HexDecode(st->s, &block)) {
-      return Status::InvalidArgument("a rule needs algo, interval and a hex state");
-    }
-    const uint32_t most = a == Algo::kConcurrency ? kMaxLeaseBlockBytes : kMaxBlockBytes;
-    if (block.size() < kBlockUnit || block.size() > most) {
-      return Status::InvalidArgument("a rule state of " + std::to_string(block.size()) + " bytes");
-    }
-    uint32_t tag = Load32(reinterpret_cast<const uint8_t*>(block.data()));
-    if (TagAlgo(tag) != a || TagInterval(tag) != interval->i || TagBytes(tag) != block.size()) {
-      return Status::InvalidArgument("a rule state's tag does not match its algo, interval and length");
-    }
-    if (std::string p =
-            BlockProblem(a, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(block.data()), block.size()),
-                         now_s);
-        !p.empty())
-      return Status::InvalidArgument("a " + std::string(AlgoName(a)) + " rule's state holds " + p);
-    state += block;
-    if (state.size() > kMaxStateBytes) return Status::InvalidArgument("rule states exceed a node's state");
-  }
+  if (Status rs = ParseRuleBlocks(*rules, now_s, &state, &out->written_max); !rs.ok()) return rs;
   if (const JsonValue* res = j.Find("reservations")) {
     std::string table;
     // At most kMaxPerKey entries: the tag's length field wraps past it (a
@@ -484,7 +524,7 @@ Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
   auto fn = [&](NodeRef& ref) {
     const bool started =
         MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
-                     ref.state, now);
+                     ref.state, now, pn.written_max);
     // Not one block taken by a rule of the map (they were all a removed
     // rule's): nothing to keep. An existing node stays as it is.
     if (!table && !AnyRuleBlock(cfg, ref.state)) return Commit::kNone;
@@ -585,7 +625,7 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
     started[i] =
         MigrateState(*pn.cfg,
                      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
-                     incoming[i].data(), now);
+                     incoming[i].data(), now, pn.written_max);
     // A sent table is read for with room for the biz's bound: a table made
     // or grown here meanwhile never leaves the second pass short.
     const bool table = !pn.reservations.empty() && pn.cfg->res_cap != 0;

@@ -265,7 +265,9 @@ bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint
       return true;
     case Algo::kTokenBucket: {
       if (old_block.size() != spec.bytes) return false;
-      if (same_interval && TokenBucket::WrittenFor(spec, old_block.data())) {
+      // Said by its sender to be of another max (an export's "max"): that
+      // max, though the bits alike are this rule's.
+      if (same_interval && TokenBucket::WrittenFor(spec, old_block.data()) && (old_max <= 0 || old_max == spec.max)) {
         std::memcpy(block, old_block.data(), spec.bytes);
         return true;
       }

@@ -283,6 +283,26 @@ TEST_F(RuleChangeTest, ATokenBucketMaxPast65535ChangedAloneKeepsItsTokensInUse) 
   auto merged = other.value()->MergeKnownNodes(lines, "snap-x", &left);
   ASSERT_TRUE(merged.ok() && merged.value()) << merged.status().ToString();
   EXPECT_EQ(other.value()->Execute(Request{.cmd = Cmd::kGet, .biz = "a", .key = "v"}).count, 50000);
+  // A block current here, read by a store whose map has a lower max and
+  // whose history never ran this one (a shard a step of a rollout ahead, an
+  // import): the export says the max it was written under, and the reader
+  // converts it as a reload would. By its bits, 50,000 of 100,000 read as a
+  // raise's (found from outside: 100,000 of 200,000 read 75,000 of 150,000).
+  Open(tb(100000));
+  ASSERT_TRUE(Do(Cmd::kAcquire, "y", 50000).allowed);
+  const std::string current = testing::ExportedLine(*store_, *engine_, "y");
+  EXPECT_NE(current.find("\"max\":100000"), std::string::npos) << current;
+  const std::string_view current_lines[] = {current};
+  merged = other.value()->MergeKnownNodes(current_lines, "snap-y", &left);
+  ASSERT_TRUE(merged.ok() && merged.value()) << merged.status().ToString();
+  EXPECT_EQ(other.value()->Execute(Request{.cmd = Cmd::kGet, .biz = "a", .key = "y"}).count, 50000);
+  // A max its state's 16 bits do not match is refused, as a damaged line.
+  std::string wrong = current;
+  wrong.replace(wrong.find("\"max\":100000"), 12, "\"max\":100001");
+  const std::string_view wrong_lines[] = {wrong};
+  auto refused = other.value()->MergeKnownNodes(wrong_lines, "snap-z", &left);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("max"), std::string::npos) << refused.status().ToString();
 
   // Below 65,536 the block's bits alone were enough, and still are.
   Open(tb(1000));
