@@ -298,14 +298,25 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   // shard a step of a rollout behind) converts it as a reload here would.
   // Read by it, a lowered max's tokens in use were read as a raise's (found
   // from outside: 100,000 of 200,000 read 75,000 of 150,000).
+  // Said only when it is known and more than the bits: a max under 65,536
+  // is its bits, and one this store cannot tell from another (an earlier
+  // max a multiple of 65,536 away, or none its history knows) is left to
+  // the reader's own history, as before.
   const auto written_max = [&](const uint8_t* b, uint32_t tag) -> int64_t {
     if (TagAlgo(tag) != Algo::kTokenBucket || biz == nullptr) return 0;
+    const int64_t bits = TokenBucket::WrittenMaxBits(b);
     for (uint32_t i = 0; i < biz->cfg.nrules; ++i) {
       const RuleSpec& spec = biz->cfg.rules[i];
       if (TagIdentity(spec.tag) != TagIdentity(tag)) continue;
-      // Its bits are this rule's max's: taken as written under it, as a use
-      // here takes it (an earlier max with the same bits is not told apart).
-      return TokenBucket::WrittenFor(spec, b) ? spec.max : WrittenMax(spec, b, 0);
+      const bool current = TokenBucket::WrittenFor(spec, b);
+      int64_t known = current ? spec.max : 0;
+      for (uint32_t p = 0; p < spec.npast; ++p) {
+        const RulePast& past = spec.past[p];
+        if (past.identity != TagIdentity(tag) || (past.max & 0xffff) != bits || past.max == spec.max) continue;
+        if (current) return 0;  // two maxes alike: not told apart here
+        if (known == 0) known = past.max;
+      }
+      return known >= 65536 ? known : 0;
     }
     return 0;
   };
@@ -386,7 +397,8 @@ static Status ParseRuleBlocks(const JsonValue& rules, int64_t now_s, std::string
       return Status::InvalidArgument("a rule needs algo, interval and a hex state");
     }
     if (max != nullptr &&
-        (a != Algo::kTokenBucket || max->type != T::kInt || max->i <= 0 || block.size() != TokenBucket::kBytes ||
+        (a != Algo::kTokenBucket || max->type != T::kInt || max->i <= 0 || max->i > kMaxUses ||
+         block.size() != TokenBucket::kBytes ||
          (max->i & 0xffff) != TokenBucket::WrittenMaxBits(reinterpret_cast<const uint8_t*>(block.data())))) {
       return Status::InvalidArgument(
           "a rule's max is said of a token_bucket's state only, and its low 16 bits are those the state keeps");

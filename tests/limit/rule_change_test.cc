@@ -303,6 +303,16 @@ TEST_F(RuleChangeTest, ATokenBucketMaxPast65535ChangedAloneKeepsItsTokensInUse) 
   auto refused = other.value()->MergeKnownNodes(wrong_lines, "snap-z", &left);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("max"), std::string::npos) << refused.status().ToString();
+  wrong.replace(wrong.find("\"max\":100001"), 12, "\"max\":" + std::to_string((int64_t{1} << 40) + 34464));
+  const std::string_view huge_lines[] = {wrong};
+  EXPECT_FALSE(other.value()->MergeKnownNodes(huge_lines, "snap-z", &left).ok()) << "a max past 2^31 - 1";
+  // A max this store cannot tell from an earlier one (a multiple of 65,536
+  // apart) is not said: the reader's own history decides, as before.
+  Reload(tb(165536));
+  Reload(tb(100000));
+  ASSERT_TRUE(Do(Cmd::kAcquire, "w2", 10).allowed);
+  const std::string alike = testing::ExportedLine(*store_, *engine_, "w2");
+  EXPECT_EQ(alike.find("\"max\""), std::string::npos) << alike;
 
   // Below 65,536 the block's bits alone were enough, and still are.
   Open(tb(1000));
