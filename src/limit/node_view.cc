@@ -396,12 +396,19 @@ static Status ParseRuleBlocks(const JsonValue& rules, int64_t now_s, std::string
         st->type != T::kString || !HexDecode(st->s, &block)) {
       return Status::InvalidArgument("a rule needs algo, interval and a hex state");
     }
-    if (max != nullptr &&
-        (a != Algo::kTokenBucket || max->type != T::kInt || max->i <= 0 || max->i > kMaxUses ||
-         block.size() != TokenBucket::kBytes ||
-         (max->i & 0xffff) != TokenBucket::WrittenMaxBits(reinterpret_cast<const uint8_t*>(block.data())))) {
-      return Status::InvalidArgument(
-          "a rule's max is said of a token_bucket's state only, and its low 16 bits are those the state keeps");
+    if (max != nullptr) {
+      // Each reason named, with the value: one message for every fault hid
+      // which it was (found from outside).
+      if (a != Algo::kTokenBucket || block.size() != TokenBucket::kBytes)
+        return Status::InvalidArgument("a rule's max is said of a token_bucket's state only, not of a " +
+                                       std::string(AlgoName(a)) + " rule's");
+      if (max->type != T::kInt || max->i <= 0 || max->i > kMaxUses)
+        return Status::InvalidArgument("a token_bucket rule's max is an integer in 1..2147483647");
+      const int64_t bits = TokenBucket::WrittenMaxBits(reinterpret_cast<const uint8_t*>(block.data()));
+      if ((max->i & 0xffff) != bits)
+        return Status::InvalidArgument("a token_bucket rule's max " + std::to_string(max->i) +
+                                       " is not the one its state was written under, whose low 16 bits are " +
+                                       std::to_string(bits));
     }
     written_max->push_back(max != nullptr ? max->i : 0);
     const uint32_t most = a == Algo::kConcurrency ? kMaxLeaseBlockBytes : kMaxBlockBytes;
