@@ -248,13 +248,9 @@ size_t KeepAsideLeftOut(const CatchUp& c, const std::string& name, const std::ve
 void TakeCarriedParked(const CatchUp& c, const std::string& name, std::string_view records) {
   const std::string path = store_dir::In(c.cfg.store_dir, store_dir::kReplicaParked);
   auto known = [&](uint32_t biz) { return c.engine->ResolveBiz(std::to_string(biz)).ok(); };
+  // Change records only: a snapshot never carries node records
+  // (ParkedRecordsFor), and TakeParkedRecords reads none.
   auto apply = [&](const ParkedBatch& b) -> Result<bool> {
-    if (!b.nodes.empty()) {
-      std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
-      // By their biz id, which `known` found in the map; one the map has
-      // no more by the merge (a reload between) refuses the record, kept.
-      return c.engine->MergeKnownNodes(lines, b.stream, nullptr);
-    }
     return c.engine->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq, 0);
   };
   auto taken = TakeParkedRecords(records, name, path, known, apply, ::time(nullptr));
