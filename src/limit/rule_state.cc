@@ -119,10 +119,9 @@ void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, c
 }
 
 std::string BlockProblem(Algo algo, std::span<const uint8_t> block, int64_t now_s) {
-  constexpr uint32_t kMost = INT32_MAX;
-  auto count_at = [&](size_t at, const char* what) -> std::string {
+  auto debt_at = [&](size_t at) -> std::string {
     const uint32_t v = Load32(block.data() + at);
-    return v > kMost ? std::string(what) + " of " + std::to_string(v) + " (at most 2147483647)" : std::string();
+    return v > uint32_t{INT32_MAX} ? "a debt of " + std::to_string(v) + " (at most 2147483647)" : std::string();
   };
   auto ahead = [&](int64_t t, const char* what) -> std::string {
     if (t <= now_s + kMostAheadS) return {};
@@ -132,16 +131,9 @@ std::string BlockProblem(Algo algo, std::span<const uint8_t> block, int64_t now_
   switch (algo) {
     case Algo::kFixed:
     case Algo::kCalendar:
-      if (std::string p = count_at(8, "a count"); !p.empty()) return p;
-      if (std::string p = count_at(12, "a debt"); !p.empty()) return p;
+      if (std::string p = debt_at(12); !p.empty()) return p;
       return ahead(Load32(block.data() + 4), "a window that starts");
-    case Algo::kSliding:
-      // By its length alone, as every reader takes it: a bucketed block
-      // whose tag says narrow was let through with counts of 2^32 - 1.
-      if (block.size() == SlidingWindow::kApproxBytes)
-        for (size_t at = 8; at + 4 <= block.size(); at += 4)
-          if (std::string p = count_at(at, "a bucket's count"); !p.empty()) return p;
-      return ahead(SlidingWindow::NewestS(block), "a use counted");
+    case Algo::kSliding: return ahead(SlidingWindow::NewestS(block), "a use counted");
     case Algo::kTokenBucket: {
       const int64_t tat_ms =
           static_cast<int64_t>(uint64_t{Load32(block.data() + 4)} | uint64_t{Load32(block.data() + 8) & 0xffff} << 32);

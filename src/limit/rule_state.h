@@ -52,10 +52,13 @@ inline constexpr int64_t kMostAheadS = 3600;
 
 // What is wrong with a block that came from outside (an import, a node
 // another shard sent) beside its tag, which the caller checked: "" when
-// nothing. The counts of fixed and calendar windows (count and debt) and
-// of the sliding window's buckets are 0..2147483647, as a set's count is:
-// a debt of 2^31 imported made a key's limit 0 for its window (found from
-// outside). A window's start, a sliding window's newest use and a
+// nothing. A fixed or calendar window's debt is 0..2147483647, as a
+// borrow is: a debt of 2^31 imported made a key's limit 0 for its window
+// (found from outside). Its count and a sliding window's buckets take any
+// value of their 32 bits, as the store writes them: updates stop at
+// 2^32 - 1 (a settle's overrun, Envoy's hits), and a node that held such
+// a count was refused by import, a snapshot and a handoff (found from
+// outside: a snapshot's merge stopped there). A window's start, a sliding window's newest use and a
 // concurrency rule's base lie at most kMostAheadS after now_s, and a token
 // bucket's refill at most kMaxAheadMs after it: each holds its state until the
 // clock reaches that time (a clock behind a block is held at it), so a
