@@ -275,6 +275,9 @@ Commit NodeOp::Apply(NodeRef& ref) {
   recorded = false;
   const uint32_t asked = ref.state_bytes;
   d->leases_expired = 0;
+  // A pass read again after another worker converted the node sends only
+  // what this pass ended (the serials the first noted were sent again).
+  d->leases_ended_n = 0;
   d->lease_serial = 0;
   d->lease_expires = 0;
   d->released = false;
