@@ -164,11 +164,16 @@ class AdminEngine : public Engine {
   // under a map that a change rolling across the cluster gave bizzes this
   // one has not yet, or no longer. The batch's other nodes are merged; a
   // batch of none but those still writes its receipt, so it is counted
-  // once. `left_out` null: such a node refuses the batch (NotFound), as
-  // MergeNodes, the nodes still taken by their biz id.
+  // once. So is a node this store refuses (a state out of its bounds, a
+  // time far ahead, a fingerprint not its key's: `why` says which), where
+  // MergeNodes refuses the batch for it: one such node of a snapshot lost
+  // the 4,095 of its batch and every batch after it (found from outside).
+  // `left_out` null: either refuses the batch (NotFound, InvalidArgument),
+  // as MergeNodes, the nodes still taken by their biz id.
   struct LeftOutNode {
     size_t line = 0;
     uint32_t biz = 0;
+    std::string why;  // empty: of a biz this map lacks
   };
   virtual Result<bool> MergeKnownNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
                                        std::vector<LeftOutNode>* left_out) = 0;

@@ -73,6 +73,12 @@ class HttpClient {
   // (Unavailable, "a stop was asked"), for a caller whose deadline is long
   // and that must still stop promptly on a signal. Unset: only the deadline.
   void SetStop(std::function<bool()> asked) { stop_ = std::move(asked); }
+  // The largest answer body taken (kDefaultBodyLimit unless set): a longer
+  // one fails the call (IOError, naming the bound). frsd's catch-up sizes
+  // it to the store a replica snapshot fills (about 280 bytes a node: a
+  // store of 250,000 nodes passed 64 MiB, and its snapshot was missed).
+  static constexpr uint64_t kDefaultBodyLimit = uint64_t{64} << 20;
+  void SetBodyLimit(uint64_t bytes) { body_limit_ = bytes; }
 
  private:
   Result<HttpResponse> Exchange(std::string_view request);
@@ -95,6 +101,7 @@ class HttpClient {
   bool unanswered_ = false;  // the last call's request went unanswered
   std::function<bool()> stop_;
   bool stopped_ = false;  // the last call was ended by stop_
+  uint64_t body_limit_ = kDefaultBodyLimit;
 };
 
 }  // namespace frs

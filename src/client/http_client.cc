@@ -74,7 +74,8 @@ HttpClient::HttpClient(HttpClient&& o) noexcept
       keep_header_(std::move(o.keep_header_)),
       unanswered_(o.unanswered_),
       stop_(std::move(o.stop_)),
-      stopped_(o.stopped_) {}
+      stopped_(o.stopped_),
+      body_limit_(o.body_limit_) {}
 
 HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
   if (this != &o) {
@@ -90,6 +91,7 @@ HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
     unanswered_ = o.unanswered_;
     stop_ = std::move(o.stop_);
     stopped_ = o.stopped_;
+    body_limit_ = o.body_limit_;
   }
   return *this;
 }
@@ -227,7 +229,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
       return Status::Unavailable(server_ + ": send: " + std::strerror(errno));
     }
     http::response_parser<http::string_body> parser;
-    parser.body_limit(64 * 1024 * 1024);
+    parser.body_limit(body_limit_);
     char buf[16384];
     std::string pending;
     bool got_any = false;
@@ -261,6 +263,11 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
         boost::system::error_code ec;
         size_t used = parser.put(boost::asio::buffer(pending.data(), pending.size()), ec);
         if (ec == http::error::need_more) break;
+        if (ec == http::error::body_limit) {
+          Disconnect();
+          return Status::IOError(server_ + ": an answer of more than " + std::to_string(body_limit_) +
+                                 " bytes, this call's bound");
+        }
         if (ec) {
           Disconnect();
           return Status::IOError(server_ + ": malformed HTTP answer: " + ec.message());

@@ -632,8 +632,8 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
     // id's node: counted twice on one side, lost on the other (found from
     // outside).
     if (Status s = ParseNode(json_lines[line], *map, now.s, &pn, by_id); !s.ok()) {
-      if (s.IsNotFound() && left_out != nullptr) {
-        left_out->push_back({line, pn.sent_biz});
+      if (left_out != nullptr) {
+        left_out->push_back({line, pn.sent_biz, s.IsNotFound() ? std::string() : s.message()});
         pn = ParsedNode{};
         continue;
       }

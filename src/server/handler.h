@@ -240,6 +240,7 @@ class Handler {
   // The changes kept aside here on the routes shard `peer` holds, as a
   // snapshot carries them (replica_park.h: ParkedRecordsFor).
   Result<std::string> ParkedFor(long peer) const;
+  std::string ParkedForSnapshot(long peer) const;
   // Removes shard `peer` from snapshot.missed (snapshot_missed.h), said.
   void ForgetMissedSnapshotOf(long peer);
   // Logs (at most once a minute per sender) that `peer` runs the <cluster> list after

@@ -135,6 +135,11 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
     else if (name == "digest") q->digest = std::string(value);
     else if (name == "previous") q->previous = std::string(value);
     else if (name == "lease_key") q->lease_key = std::string(value);
+    // A flag is 0 or 1, as the GET forms' are: parked=abc was taken for 0,
+    // and snapshot=2 turned a snapshot ask into a question (found from
+    // outside).
+    else if ((name == "snapshot" || name == "parked" || name == "state") && value != "0" && value != "1")
+      return "/replicate: parameter '" + std::string(name) + "' is 0 or 1";
     else if (name == "snapshot") q->snapshot = value == "1";
     else if (name == "parked") q->parked = value == "1";
     else if (name == "state") q->state = value == "1";
@@ -893,6 +898,20 @@ Result<std::string> Handler::ParkedFor(long peer) const {
   });
 }
 
+// ParkedFor, as a snapshot carries it: what cannot be read is left out
+// and said here. The nodes go all the same: a 503 failed every ask alike,
+// and the asker missed every node over a file only it could not read
+// (found in review).
+std::string Handler::ParkedForSnapshot(long peer) const {
+  Result<std::string> parked = ParkedFor(peer);
+  if (parked.ok()) return std::move(parked.value());
+  FRS_LOG(
+      "replicas: the snapshot asked by %s goes without the changes kept aside here for its routes, which cannot be "
+      "read: %s; their uses are missing from its copy until their windows end",
+      opts_.cluster.ring->shards()[static_cast<size_t>(peer)].name.c_str(), parked.status().message().c_str());
+  return std::string();
+}
+
 // GET with snapshot=1: every node (of store file `file`) the shard `peer`
 // holds, owner or successor, read while the store holds still.
 void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status) {
@@ -937,11 +956,7 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
     return;
   }
   ForgetMissedSnapshotOf(peer);  // before the hold: it writes and syncs a file
-  Result<std::string> parked = q.parked ? ParkedFor(peer) : std::string();
-  if (!parked.ok()) {
-    TextBody(503, "/replicate: the changes kept aside here cannot be read: " + parked.status().message(), status);
-    return;
-  }
+  const std::string parked = q.parked ? ParkedForSnapshot(peer) : std::string();
   const int64_t deadline = MonoNs() + kSnapshotHoldNs;
   SnapshotHold hold(*shared, deadline);
   const std::string too_long = "/replicate: the store could not be read within the snapshot's hold (" +
@@ -1009,9 +1024,9 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
     TextBody(503, too_long, status);
     return;
   }
-  if (!parked->empty()) {
+  if (!parked.empty()) {
     body_ += kParkedFirstLine;
-    body_ += *parked;
+    body_ += parked;
   }
   *status = 200;
 }

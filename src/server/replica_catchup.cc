@@ -267,6 +267,43 @@ void TakeCarriedParked(const CatchUp& c, const std::string& name, std::string_vi
       taken->kept + taken->held, path.c_str());
 }
 
+// A snapshot's nodes (`body`, read at `t`) merged into this store; returns
+// how many, those kept aside for a biz this map lacks included (the
+// catch-up's count said 0 of a snapshot all of whose nodes were), those of
+// the batches merged before an error too: their receipts are written.
+uint64_t MergeSnapshotOf(const CatchUp& c, const std::string& name, std::string_view body, long long t) {
+  SnapshotMerged merged =
+      MergeSnapshot(body, c.engine, "snap/" + c.cfg.cluster_self + "/" + name + "/" + std::to_string(t));
+  if (!merged.status.ok())
+    FRS_LOG("replicas: the snapshot of %s could not be merged whole (%llu node(s) merged before): %s", name.c_str(),
+            static_cast<unsigned long long>(merged.nodes), merged.status.message().c_str());
+  std::vector<SnapshotMerged::LeftOut> lacked;
+  size_t refused = 0;
+  const SnapshotMerged::LeftOut* first_refused = nullptr;
+  for (SnapshotMerged::LeftOut& l : merged.left_out) {
+    if (l.why.empty()) {
+      lacked.push_back(std::move(l));
+    } else if (refused++ == 0) {
+      first_refused = &l;
+    }
+  }
+  if (refused > 0)
+    FRS_LOG(
+        "replicas: %zu node(s) of the snapshot of %s were refused here and not taken (the first, of biz id %u: %s); "
+        "their uses are missing from this copy until their windows end",
+        refused, name.c_str(), first_refused->biz, first_refused->why.c_str());
+  return merged.nodes + (lacked.empty() ? 0 : KeepAsideLeftOut(c, name, lacked));
+}
+
+// The bound of a snapshot's answer: every node this store can hold, at
+// 2 KiB a line (about 280 bytes with a key not kept; a kept key of 255
+// bytes and a reservation table make one longer), the changes kept aside
+// that follow them, and the client's default besides. At the default alone
+// (64 MiB) a store of about 250,000 nodes had its snapshot refused whole.
+uint64_t SnapshotBodyLimit(const StoreGeometry& g) {
+  return g.slots() * 2048 + kMaxParkedBytes + client::HttpClient::kDefaultBodyLimit;
+}
+
 // The snapshot of shard `i` (`name`) asked and merged; the nodes merged.
 // Its changes are taken from then on (hold_off[i] released), whatever
 // became of the snapshot, unless a stop was asked meanwhile (the catch-up
@@ -281,6 +318,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   ReplicaSigner signer(c.token, name);
   signer.Attach(&http);
   http.SetStop(StopAsked);
+  http.SetBodyLimit(SnapshotBodyLimit(c.cfg.geometry));
   // Every store file in one answer: one reading of the sender's store,
   // so one set of stream numbers holds for all of it. A 503 is asked
   // again (bounded, logged): this shard keeps answering 503 meanwhile.
@@ -374,15 +412,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     parked = body.substr(at + 1 + kParkedFirstLine.size());
     body = body.substr(0, at + 1);
   }
-  uint64_t nodes = 0;
-  auto merged = MergeSnapshot(body, c.engine, "snap/" + c.cfg.cluster_self + "/" + name + "/" + std::to_string(t));
-  if (!merged.ok()) {
-    FRS_LOG("replicas: the snapshot of %s could not be merged: %s", name.c_str(), merged.status().message().c_str());
-  } else {
-    // Those kept aside are taken too (the catch-up's count said 0 of a
-    // snapshot all of whose nodes were).
-    nodes = merged->nodes + (merged->left_out.empty() ? 0 : KeepAsideLeftOut(c, name, merged->left_out));
-  }
+  const uint64_t nodes = MergeSnapshotOf(c, name, body, t);
   if (!parked.empty()) TakeCarriedParked(c, name, parked);
   // Release: a worker that sees the changes taken sees `carried` too.
   std::atomic_ref<uint64_t>(c.shared->hold_off[i]).store(0, std::memory_order_release);

@@ -4,7 +4,7 @@
 
 namespace frs::server {
 
-Result<SnapshotMerged> MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base) {
+SnapshotMerged MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base) {
   std::vector<std::string_view> lines;
   SnapshotMerged out;
   uint64_t batch = 0;
@@ -19,8 +19,8 @@ Result<SnapshotMerged> MergeSnapshot(std::string_view body, AdminEngine* engine,
                               " nodes) was not merged: its receipt is in the store already; " +
                               std::to_string(out.nodes) + " nodes merged before it");
     out.nodes += lines.size() - left_out.size();
-    for (const AdminEngine::LeftOutNode& l : left_out)
-      if (l.line < lines.size()) out.left_out.push_back({lines[l.line], l.biz, receipt});
+    for (AdminEngine::LeftOutNode& l : left_out)
+      if (l.line < lines.size()) out.left_out.push_back({lines[l.line], l.biz, std::move(l.why), receipt});
     lines.clear();
     return Status::OK();
   };
@@ -30,10 +30,12 @@ Result<SnapshotMerged> MergeSnapshot(std::string_view body, AdminEngine* engine,
     body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
     if (line.empty()) continue;
     lines.push_back(line);
-    if (lines.size() == AdminEngine::kMaxMergeNodes)
-      if (Status s = flush(); !s.ok()) return s;
+    if (lines.size() == AdminEngine::kMaxMergeNodes) {
+      out.status = flush();
+      if (!out.status.ok()) return out;
+    }
   }
-  if (Status s = flush(); !s.ok()) return s;
+  out.status = flush();
   return out;
 }
 

@@ -527,6 +527,26 @@ TEST(HttpClient, TheBearerGoesInAHeaderOfEveryRequest) {
   EXPECT_EQ(canned.requests().back().find("Authorization"), std::string::npos);
 }
 
+// An answer past the client's bound fails the call naming it; frsd's
+// catch-up raises it for a snapshot (at the default 64 MiB, a store of
+// about 250,000 nodes had its snapshot refused whole). A moved client
+// keeps it.
+TEST(HttpClient, AnAnswerPastTheBodyLimitFailsNamingIt) {
+  CannedServer canned(200, std::string(1000, 'n'));
+  frs::HttpClient small("127.0.0.1:" + std::to_string(canned.port()), 2000);
+  small.SetBodyLimit(999);
+  auto r = small.Get("/replicate?snapshot=1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("an answer of more than 999 bytes"), std::string::npos) << r.status().ToString();
+  frs::HttpClient moved(std::move(small));
+  EXPECT_FALSE(moved.Get("/replicate?snapshot=1").ok());
+  moved.SetBodyLimit(1000);
+  auto whole = moved.Get("/replicate?snapshot=1");
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->body.size(), 1000u);
+  EXPECT_EQ(frs::HttpClient::kDefaultBodyLimit, uint64_t{64} << 20);
+}
+
 // A server that took the request and sent nothing is Unanswered (alive,
 // stuck: frsd's catch-up asks it again); a refused connection or one closed
 // with a canned answer is not. A moved client keeps its bearer.

@@ -725,6 +725,19 @@ class Replicas(unittest.TestCase):
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 2, 5), "B holds %s" % p.b.count(k))
         with p.relay.lock:
             self.assertNotIn(TOKEN.encode(), bytes(p.relay.seen))
+        # A flag is 0 or 1 (found from outside: parked=abc was taken for 0,
+        # snapshot=2 made the ask a question).
+        c = http.client.HTTPConnection("127.0.0.1", p.b.port, timeout=5)
+        try:
+            c.request(
+                "GET",
+                "/replicate?for=%s&digest=0&snapshot=1&parked=abc" % p.a.name,
+                headers={"Authorization": "Bearer " + TOKEN},
+            )
+            r = c.getresponse()
+            self.assertEqual((r.status, r.read().decode().strip()), (400, "/replicate: parameter 'parked' is 0 or 1"))
+        finally:
+            c.close()
 
     def test_a_worker_that_applies_two_ring_changes_at_once_names_the_list_between(self):
         # A's worker is stopped while its master applies two changes of

@@ -27,6 +27,7 @@ class FakeEngine final : public AdminEngine {
   // MergeNodes answers NotFound unless `merges`; then each receipt once.
   bool merges = false;
   std::string other_biz_mark;  // MergeKnownNodes: see there
+  std::string refused_mark;    // MergeKnownNodes: a line this store refuses
   std::set<std::string> receipts;
   size_t merged_nodes = 0;
 
@@ -197,9 +198,14 @@ class FakeEngine final : public AdminEngine {
       if (!other_biz_mark.empty() && lines[i].find(other_biz_mark) != std::string_view::npos)
         return Status::NotFound("fake: a line of biz 7, which this map lacks");
     if (!receipts.insert(std::string(receipt)).second) return false;
+    for (size_t i = 0; i < lines.size() && left_out == nullptr; ++i)
+      if (!refused_mark.empty() && lines[i].find(refused_mark) != std::string_view::npos)
+        return Status::InvalidArgument("fake: a state out of range");
     for (size_t i = 0; i < lines.size(); ++i) {
       if (!other_biz_mark.empty() && lines[i].find(other_biz_mark) != std::string_view::npos)
-        left_out->push_back({i, 7});
+        left_out->push_back({i, 7, ""});
+      else if (!refused_mark.empty() && lines[i].find(refused_mark) != std::string_view::npos)
+        left_out->push_back({i, 9, "fake: a state out of range"});
       else ++merged_nodes;
     }
     return true;
