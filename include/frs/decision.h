@@ -134,6 +134,7 @@ struct RuleResult {
   int64_t retry_after = 0;  // seconds until n more uses would be allowed (0 if allowed; kNeverCurable)
   int64_t debt = 0;         // borrow owed to the next window
   int64_t quota = 0;        // max: what the rule grants per interval (a token bucket's sustained rate), RateLimit's q
+  int64_t before = 0;  // an update's or acquire's: `count` before its uses (count - n unless it stopped at 2^32 - 1)
   bool allowed = true;
   char name[kRuleNameBytes] = {};  // the policy name (RateLimit-Policy)
 };

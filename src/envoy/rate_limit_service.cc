@@ -300,9 +300,13 @@ bool RateLimitService::Count(const RlsRequest& req, size_t i, RlsAnswer* out) {
   const int64_t count = rule.count;
   st.after = count;
   // An in-flight limit's denial took no place: the count is as it was.
+  // An update's count before it is the engine's: past 2^32 - 1 - hits the
+  // count stops at the top, and count - hits split a saturated call's hits
+  // wrongly (found from outside: 1 over_limit of 2,147,483,647).
   st.before = st.negative                  ? count + dec.given_back
               : lim.concurrent() && denied ? count
-                                           : std::max<int64_t>(0, count - static_cast<int64_t>(applied));
+              : applied == 0               ? count
+                                           : std::clamp<int64_t>(rule.before, 0, count);
   st.near_threshold = static_cast<uint64_t>(
       std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(settings_.near_limit_ratio))));
   // Past the limit, not at it: a look at a key exactly at its limit is OK,

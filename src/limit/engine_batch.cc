@@ -154,7 +154,7 @@ void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> 
   need.assign(items.size(), 0);
   // Reset lists Decision's fields one by one (as does the engine test that
   // checks it against Decision{}): a new field must join both.
-  static_assert(sizeof(Decision) == 664, "a Decision field was added or removed: see Decision::Reset");
+  static_assert(sizeof(Decision) == 696, "a Decision field was added or removed: see Decision::Reset");
   // What the visitor needs, behind one pointer: it fits std::function's
   // inline room, so the call allocates nothing.
   struct Run {

@@ -194,10 +194,12 @@ void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n
     RuleResult& r = d->rules[i];
     const bool allowed = r.allowed;
     const int64_t retry = r.retry_after;
+    const int64_t before = r.count;
     Record(spec, state + spec.offset, now, n);
     Evaluate(spec, state + spec.offset, now, n, &r);
     r.allowed = allowed;
     r.retry_after = allowed ? 0 : retry;
+    r.before = before;
   }
 }
 

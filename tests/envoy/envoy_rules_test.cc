@@ -503,6 +503,23 @@ TEST_F(DecideTest, HitsAddendIsClampedToTheEnginesBound) {
   EXPECT_EQ(a.overall, Code::kOverLimit);
 }
 
+// A count stops at 2^32 - 1: a call whose hits take it there says the
+// count before it as the engine read it, not the count less the hits (found
+// from outside: the metrics then split 2,147,483,647 hits into 1 over_limit
+// and 858,993,406 near_limit). Near the top with a limit of 2^32 - 1.
+TEST_F(DecideTest, ACallThatTakesTheCountToItsTopSaysTheCountBefore) {
+  Init(testing::EnvoyDomain("rl") +
+       testing::EnvoyDescriptor("u_max", "", "", "{unit: hour, requests_per_unit: 4294967295}"));
+  const int64_t before[] = {0, 2147483647, 4294967294, 4294967295};
+  for (int64_t b : before) {
+    RlsAnswer a = Ask({{{"u_max", "k"}}}, 2147483647);
+    ASSERT_EQ(a.statuses.size(), 1u);
+    EXPECT_EQ(a.statuses[0].before, b);
+    EXPECT_EQ(a.statuses[0].after, std::min<int64_t>(b + 2147483647, 4294967295));
+    EXPECT_EQ(a.statuses[0].code, b + 2147483647 >= 4294967295 ? Code::kOverLimit : Code::kOk) << b;
+  }
+}
+
 TEST_F(DecideTest, ZeroRequestsPerUnitDeniesEveryHitAndCountsIt) {
   for (int i = 0; i < 3; ++i) {
     RlsAnswer a = Ask({{{"blocked", "y"}}});
