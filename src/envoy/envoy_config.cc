@@ -11,6 +11,7 @@
 
 #include "base/json_escape.h"
 #include "envoy/yaml_tree.h"
+#include "envoy/yaml_v2_scalar.h"
 #include "os/text_file.h"
 #include "os/unique_dir.h"
 
@@ -163,10 +164,12 @@ class Walker {
   }
 
   // A YAML node as JSON, for google.protobuf.Struct: maps (keys as text),
-  // lists, and scalars typed as envoyproxy/ratelimit's YAML reader (YAML
-  // 1.1) types a plain one: null, a boolean, a number, else a string; a
-  // quoted scalar is always a string.
-  void Json(const YNode& n, std::string* out) const {
+  // lists, and scalars typed as envoyproxy/ratelimit's YAML reader types a
+  // plain one (yaml_v2_scalar.h); a quoted scalar is always a string. The
+  // keys of a map inside the metadata are named as that service names them
+  // (`010:` is "8" there); the metadata's own keys keep their text, as its
+  // reader gives them to a map of strings.
+  void Json(const YNode& n, std::string* out, bool nested = false) const {
     switch (n.kind) {
       case Kind::kNull: out->append("null"); return;
       case Kind::kScalar: return JsonScalar(n, out);
@@ -174,7 +177,7 @@ class Walker {
         out->push_back('[');
         for (size_t i = 0; i < n.items.size(); ++i) {
           if (i) out->push_back(',');
-          Json(At(n.items[i]), out);
+          Json(At(n.items[i]), out, true);
         }
         out->push_back(']');
         return;
@@ -183,10 +186,14 @@ class Walker {
         for (size_t i = 0; i < n.items.size(); i += 2) {
           if (i) out->push_back(',');
           const YNode& k = At(n.items[i]);
-          if (k.kind != Kind::kScalar) Fail(k, "a metadata key must be a string");
-          AppendJsonString(k.scalar, out);
+          if (k.kind == Kind::kNull && nested) {
+            AppendJsonString("<nil>", out);
+          } else {
+            if (k.kind != Kind::kScalar) Fail(k, "a metadata key must be a string");
+            AppendJsonString(nested && k.plain ? PlainKeyText(k.scalar) : k.scalar, out);
+          }
           out->push_back(':');
-          Json(At(n.items[i + 1]), out);
+          Json(At(n.items[i + 1]), out, true);
         }
         out->push_back('}');
         return;
@@ -194,52 +201,16 @@ class Walker {
   }
 
   static void JsonScalar(const YNode& n, std::string* out) {
-    const std::string& s = n.scalar;
-    if (n.plain) {
-      static constexpr std::string_view kNull[] = {"", "~", "null", "Null", "NULL"};
-      static constexpr std::string_view kTrue[] = {"y",  "Y",  "yes",  "Yes",  "YES", "on",
-                                                   "On", "ON", "true", "True", "TRUE"};
-      static constexpr std::string_view kFalse[] = {"n",   "N",   "no",    "No",    "NO",   "off",
-                                                    "Off", "OFF", "false", "False", "FALSE"};
-      const char* word = nullptr;
-      for (std::string_view v : kNull)
-        if (s == v) word = "null";
-      for (std::string_view v : kTrue)
-        if (s == v) word = "true";
-      for (std::string_view v : kFalse)
-        if (s == v) word = "false";
-      if (word) {
-        out->append(word);
-        return;
-      }
-      if (IsJsonNumber(s)) {
-        out->append(s);
-        return;
-      }
+    if (!n.plain) return AppendJsonString(n.scalar, out);
+    const YamlV2Scalar r = ResolvePlainScalar(n.scalar);
+    switch (r.kind) {
+      case YamlV2Scalar::Kind::kString: return AppendJsonString(n.scalar, out);
+      case YamlV2Scalar::Kind::kNotFinite:
+        Fail(n, "metadata value '" + n.scalar +
+                    "' is a float envoyproxy/ratelimit reads as NaN or an infinity, which FRS cannot carry in the "
+                    "answer's metadata: quote it to send the text");
+      default: out->append(r.json);
     }
-    AppendJsonString(s, out);
-  }
-
-  // A decimal number JSON can carry as it is written: [-+]?digits[.digits][e[-+]digits].
-  static bool IsJsonNumber(std::string_view s) {
-    size_t i = 0;
-    if (i < s.size() && s[i] == '-') ++i;
-    const size_t digits = i;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-    if (i == digits || (s[digits] == '0' && i - digits > 1)) return false;
-    if (i < s.size() && s[i] == '.') {
-      const size_t frac = ++i;
-      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-      if (i == frac) return false;
-    }
-    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-      ++i;
-      if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-      const size_t exp = i;
-      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-      if (i == exp) return false;
-    }
-    return i == s.size();
   }
 
   void Replaces(const YNode& r, DescriptorNode* d) const {

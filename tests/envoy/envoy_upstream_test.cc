@@ -356,6 +356,41 @@ TEST_F(UpstreamTest, MetadataIsKeptAsJsonWithYamlTypes) {
   ASSERT_EQ(a.passed.size(), 1u);
 }
 
+// A plain scalar is what gopkg.in/yaml.v2 makes of it (found from outside:
+// 010, 0x10, 1_000 and +5 reached Envoy as strings, where upstream's
+// metadata carries 8, 16, 1000 and 5); a nested map's key is named as
+// upstream names it (fmt's %v); a date stays text; NaN and the infinities,
+// which JSON cannot carry, are refused by line.
+TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem) {
+  const std::string yaml =
+      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "    metadata:\n"
+      "      oct: 010\n      hex: 0x10\n      us: 1_000\n      plus: +5\n      bin: 0b101\n      o: 0o17\n"
+      "      eight: 08\n      half: .5\n      exp: 1e3\n      big: 18446744073709551615\n"
+      "      huge: 1e400\n      neg: -0x10\n      date: 2024-01-31\n      word: yEs\n      yes: Yes\n"
+      "      q: '010'\n      n: ~\n      010: k\n      m: {010: a, 0x10: b, true: c, ~: d, 1.50: e, x: f}\n";
+  auto r = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(yaml.size()) + "\n" + yaml);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string scratch;
+  std::vector<Entry> e{{"a", "v"}};
+  const int32_t i = r.value()->Find("d", e, &scratch);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(r.value()->limits()[static_cast<size_t>(i)].metadata_json,
+            R"({"oct":8,"hex":16,"us":1000,"plus":5,"bin":5,"o":15,"eight":8,"half":0.5,"exp":1000,)"
+            R"("big":18446744073709551615,"huge":"1e400","neg":-16,"date":"2024-01-31","word":"yEs","yes":true,)"
+            R"("q":"010","n":null,"010":"k","m":{"8":"a","16":"b","true":"c","<nil>":"d","1.50":"e","x":"f"}})");
+  for (const char* v : {".inf", "-.Inf", ".NaN", "+.INF"}) {
+    const std::string bad =
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+        "    metadata: {x: " +
+        std::string(v) + "}\n";
+    auto refused = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(bad.size()) + "\n" + bad);
+    ASSERT_FALSE(refused.ok()) << v;
+    EXPECT_NE(refused.status().message().find("m.yaml:5: metadata value '" + std::string(v) + "'"), std::string::npos)
+        << refused.status().message();
+  }
+}
+
 TEST(EnvoyUpstreamConfig, RefusesShareThresholdWithoutAWildcardAndMergesDomainsWhenAsked) {
   const std::string bad = "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n";
   auto r = EnvoyRules::FromBundle("b.yaml\n" + std::to_string(bad.size()) + "\n" + bad);

@@ -1,0 +1,141 @@
+#include "envoy/yaml_v2_scalar.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+
+namespace frs::envoy {
+namespace {
+
+constexpr std::string_view kNulls[] = {"", "~", "null", "Null", "NULL"};
+constexpr std::string_view kTrues[] = {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"};
+constexpr std::string_view kFalses[] = {"n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"};
+constexpr std::string_view kNotFinite[] = {".nan",  ".NaN",  ".NAN",  ".inf",  ".Inf",  ".INF",
+                                           "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
+
+bool In(std::string_view s, std::span<const std::string_view> words) {
+  for (std::string_view w : words)
+    if (s == w) return true;
+  return false;
+}
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Go's strconv.ParseInt (is_signed) or ParseUint with base 0: a sign (Int
+// only), then 0b, 0o or 0x and their digits, a leading 0 and octal digits,
+// or decimal digits; within int64 / uint64. Its decimal text in *json.
+bool GoInteger(std::string_view s, bool is_signed, std::string* json) {
+  bool negative = false;
+  if (is_signed && !s.empty() && (s[0] == '+' || s[0] == '-')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  unsigned base = 10;
+  if (s.size() >= 2 && s[0] == '0') {
+    const char p = static_cast<char>(s[1] | 0x20);
+    base = p == 'b' ? 2 : p == 'o' ? 8 : p == 'x' ? 16 : 8;
+    s.remove_prefix(base == 8 && p != 'o' ? 1 : 2);
+  }
+  if (s.empty()) return false;
+  uint64_t v = 0;
+  for (const char c : s) {
+    const char l = static_cast<char>(c | 0x20);
+    const unsigned d = IsDigit(c)             ? static_cast<unsigned>(c - '0')
+                       : l >= 'a' && l <= 'f' ? static_cast<unsigned>(l - 'a' + 10)
+                                              : 99u;
+    if (d >= base || v > (UINT64_MAX - d) / base) return false;
+    v = v * base + d;
+  }
+  if (is_signed && v > (negative ? uint64_t{1} << 63 : uint64_t{INT64_MAX})) return false;
+  *json = (negative && v != 0 ? "-" : "") + std::to_string(v);
+  return true;
+}
+
+// yaml.v2's yamlStyleFloat: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool YamlStyleFloat(std::string_view s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  const size_t whole = i;
+  while (i < s.size() && IsDigit(s[i])) ++i;
+  if (i == whole) {
+    if (i >= s.size() || s[i] != '.') return false;
+    const size_t frac = ++i;
+    while (i < s.size() && IsDigit(s[i])) ++i;
+    if (i == frac) return false;
+  } else if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && IsDigit(s[i])) ++i;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    const size_t exp = i;
+    while (i < s.size() && IsDigit(s[i])) ++i;
+    if (i == exp) return false;
+  }
+  return i == s.size();
+}
+
+// Go's ParseFloat of a yamlStyleFloat text: false past the largest double
+// (Go's ErrRange; an underflow is 0 there, without error).
+bool GoFloat(std::string_view s, std::string* json) {
+  const std::string text(s);
+  // The text holds only [-+.0-9eE]: no locale's decimal point is involved.
+  const double v = std::strtod(text.c_str(), nullptr);
+  if (std::isinf(v)) return false;
+  // The shortest text that reads back as the same double: JSON's number.
+  char buf[40];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  json->assign(buf, end);
+  return true;
+}
+
+}  // namespace
+
+YamlV2Scalar ResolvePlainScalar(std::string_view s) {
+  using Kind = YamlV2Scalar::Kind;
+  if (In(s, kNulls)) return {Kind::kNull, "null"};
+  if (s.empty()) return {};
+  const char c = s[0];
+  // resolve.go: only a scalar whose first byte hints at one is resolved;
+  // the words above are its map, which a 'M' hint only looks up.
+  if (c == '+' || c == '-' || IsDigit(c)) {
+    if (In(s, kNotFinite)) return {Kind::kNotFinite, ""};
+    std::string plain;
+    for (const char ch : s)
+      if (ch != '_') plain.push_back(ch);
+    std::string json;
+    if (GoInteger(plain, true, &json) || GoInteger(plain, false, &json)) return {Kind::kNumber, json};
+    if (YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json};
+    return {};
+  }
+  if (c == '.') {
+    if (In(s, kNotFinite)) return {Kind::kNotFinite, ""};
+    std::string json;
+    // ParseFloat of the text as written: no '_' removed (Go takes one only
+    // after a base prefix).
+    if (YamlStyleFloat(s) && GoFloat(s, &json)) return {Kind::kNumber, json};
+    return {};
+  }
+  if (In(s, kTrues)) return {Kind::kBool, "true"};
+  if (In(s, kFalses)) return {Kind::kBool, "false"};
+  return {};
+}
+
+std::string PlainKeyText(std::string_view s) {
+  const YamlV2Scalar r = ResolvePlainScalar(s);
+  switch (r.kind) {
+    case YamlV2Scalar::Kind::kNull: return "<nil>";
+    case YamlV2Scalar::Kind::kBool: return r.json;
+    case YamlV2Scalar::Kind::kNumber:
+      // An integer's decimal text is Go's %v of it; a float's %v differs
+      // from C's %g in places: its key keeps the text as written.
+      if (r.json.find_first_of(".eE") == std::string::npos) return r.json;
+      return std::string(s);
+    default: return std::string(s);
+  }
+}
+
+}  // namespace frs::envoy
