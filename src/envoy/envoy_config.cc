@@ -181,22 +181,35 @@ class Walker {
         }
         out->push_back(']');
         return;
-      case Kind::kMap:
+      case Kind::kMap: {
         out->push_back('{');
+        // Two keys one name upstream (`010:` and `8:`, `yes:` and `true:`)
+        // are one key there, the later value kept; here the JSON the
+        // answer's Struct is read from refused the pair, and the
+        // descriptor's whole metadata went missing from every answer
+        // (found from outside): refused here, as a key written twice is.
+        std::map<std::string, const YNode*> named;
         for (size_t i = 0; i < n.items.size(); i += 2) {
           if (i) out->push_back(',');
           const YNode& k = At(n.items[i]);
+          std::string name;
           if (k.kind == Kind::kNull && nested) {
-            AppendJsonString("<nil>", out);
+            name = "<nil>";
           } else {
             if (k.kind != Kind::kScalar) Fail(k, "a metadata key must be a string");
-            AppendJsonString(nested && k.plain ? PlainKeyText(k.scalar) : k.scalar, out);
+            name = nested && k.plain ? PlainKeyText(k.scalar) : k.scalar;
           }
+          if (auto [at, fresh] = named.try_emplace(name, &k); !fresh)
+            Fail(k, "metadata keys '" + (at->second->kind == Kind::kNull ? std::string("~") : at->second->scalar) +
+                        "' and '" + (k.kind == Kind::kNull ? std::string("~") : k.scalar) +
+                        "' are one key to envoyproxy/ratelimit's reader ('" + name + "'): keep one");
+          AppendJsonString(name, out);
           out->push_back(':');
           Json(At(n.items[i + 1]), out, true);
         }
         out->push_back('}');
         return;
+      }
     }
   }
 

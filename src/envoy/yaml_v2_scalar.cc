@@ -78,6 +78,45 @@ bool YamlStyleFloat(std::string_view s) {
   return i == s.size();
 }
 
+// Go's underscoreOK (strconv): each '_' between two digits (or after a
+// base prefix), as ParseFloat takes them in a decimal: ".5_5" is 0.55.
+bool GoUnderscoresOk(std::string_view s) {
+  char saw = '^';
+  size_t i = 0;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  bool hex = false;
+  if (s.size() >= 2 && s[0] == '0') {
+    const char p = static_cast<char>(s[1] | 0x20);
+    if (p == 'b' || p == 'o' || p == 'x') {
+      i = 2;
+      saw = '0';
+      hex = p == 'x';
+    }
+  }
+  for (; i < s.size(); ++i) {
+    const char l = static_cast<char>(s[i] | 0x20);
+    if (IsDigit(s[i]) || (hex && l >= 'a' && l <= 'f')) {
+      saw = '0';
+      continue;
+    }
+    if (s[i] == '_') {
+      if (saw != '0') return false;
+      saw = '_';
+      continue;
+    }
+    if (saw == '_') return false;
+    saw = '!';
+  }
+  return saw != '_';
+}
+
+std::string WithoutUnderscores(std::string_view s) {
+  std::string plain;
+  for (const char ch : s)
+    if (ch != '_') plain.push_back(ch);
+  return plain;
+}
+
 // Go's ParseFloat of a yamlStyleFloat text: false past the largest double
 // (Go's ErrRange; an underflow is 0 there, without error).
 bool GoFloat(std::string_view s, std::string* json) {
@@ -103,9 +142,7 @@ YamlV2Scalar ResolvePlainScalar(std::string_view s) {
   // the words above are its map, which a 'M' hint only looks up.
   if (c == '+' || c == '-' || IsDigit(c)) {
     if (In(s, kNotFinite)) return {Kind::kNotFinite, ""};
-    std::string plain;
-    for (const char ch : s)
-      if (ch != '_') plain.push_back(ch);
+    const std::string plain = WithoutUnderscores(s);
     std::string json;
     if (GoInteger(plain, true, &json) || GoInteger(plain, false, &json)) return {Kind::kNumber, json};
     if (YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json};
@@ -114,9 +151,9 @@ YamlV2Scalar ResolvePlainScalar(std::string_view s) {
   if (c == '.') {
     if (In(s, kNotFinite)) return {Kind::kNotFinite, ""};
     std::string json;
-    // ParseFloat of the text as written: no '_' removed (Go takes one only
-    // after a base prefix).
-    if (YamlStyleFloat(s) && GoFloat(s, &json)) return {Kind::kNumber, json};
+    // ParseFloat of the text as written: a '_' only between digits.
+    const std::string plain = WithoutUnderscores(s);
+    if (GoUnderscoresOk(s) && YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json};
     return {};
   }
   if (In(s, kTrues)) return {Kind::kBool, "true"};
@@ -129,11 +166,31 @@ std::string PlainKeyText(std::string_view s) {
   switch (r.kind) {
     case YamlV2Scalar::Kind::kNull: return "<nil>";
     case YamlV2Scalar::Kind::kBool: return r.json;
-    case YamlV2Scalar::Kind::kNumber:
-      // An integer's decimal text is Go's %v of it; a float's %v differs
-      // from C's %g in places: its key keeps the text as written.
-      if (r.json.find_first_of(".eE") == std::string::npos) return r.json;
-      return std::string(s);
+    case YamlV2Scalar::Kind::kNotFinite:
+      return s.find("nan") != std::string_view::npos || s.find("NaN") != std::string_view::npos ||
+                     s.find("NAN") != std::string_view::npos
+                 ? "NaN"
+             : s[0] == '-' ? "-Inf"
+                           : "+Inf";
+    case YamlV2Scalar::Kind::kNumber: {
+      // An integer's decimal text is its %v; a float's is Go's
+      // FormatFloat(f, 'g', -1, 64): the shortest digits, in exponent form
+      // when the exponent is below -4 or 6 and more (two digits at least,
+      // as C's), else plain.
+      if (r.json.find_first_of(".eE") == std::string::npos && s.find_first_of(".eE") == std::string_view::npos)
+        return r.json;
+      double v = 0;
+      std::from_chars(r.json.data(), r.json.data() + r.json.size(), v);
+      char buf[40];
+      char* end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific).ptr;
+      const std::string_view sci(buf, static_cast<size_t>(end - buf));
+      int exp = 0;
+      const size_t e = sci.find('e');
+      std::from_chars(sci.data() + e + (sci[e + 1] == '+' ? 2 : 1), sci.data() + sci.size(), exp);
+      if (exp < -4 || exp >= 6) return std::string(sci);
+      end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed).ptr;
+      return std::string(buf, end);
+    }
     default: return std::string(s);
   }
 }

@@ -368,7 +368,9 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
       "      oct: 010\n      hex: 0x10\n      us: 1_000\n      plus: +5\n      bin: 0b101\n      o: 0o17\n"
       "      eight: 08\n      half: .5\n      exp: 1e3\n      big: 18446744073709551615\n"
       "      huge: 1e400\n      neg: -0x10\n      date: 2024-01-31\n      word: yEs\n      yes: Yes\n"
-      "      q: '010'\n      n: ~\n      010: k\n      m: {010: a, 0x10: b, true: c, ~: d, 1.50: e, x: f}\n";
+      "      q: '010'\n      n: ~\n      010: k\n      u: .5_5\n      uu: .5__5\n"
+      "      m: {010: a, 0x10: b, true: c, ~: d, 1.50: e, x: f, 1e6: g, 123456789.0: h, 0.10: i, 100000.0: j,\n"
+      "          1_000.5: k, .inf: l, -.Inf: m, .nan: nn, 99999999999999999999: o, 1e-5: p, 0.0001: q}\n";
   auto r = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(yaml.size()) + "\n" + yaml);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::string scratch;
@@ -378,7 +380,10 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
   EXPECT_EQ(r.value()->limits()[static_cast<size_t>(i)].metadata_json,
             R"({"oct":8,"hex":16,"us":1000,"plus":5,"bin":5,"o":15,"eight":8,"half":0.5,"exp":1000,)"
             R"("big":18446744073709551615,"huge":"1e400","neg":-16,"date":"2024-01-31","word":"yEs","yes":true,)"
-            R"("q":"010","n":null,"010":"k","m":{"8":"a","16":"b","true":"c","<nil>":"d","1.50":"e","x":"f"}})");
+            R"("q":"010","n":null,"010":"k","u":0.55,"uu":".5__5",)"
+            R"("m":{"8":"a","16":"b","true":"c","<nil>":"d","1.5":"e","x":"f","1e+06":"g","1.23456789e+08":"h",)"
+            R"("0.1":"i","100000":"j","1000.5":"k","+Inf":"l","-Inf":"m","NaN":"nn","1e+20":"o","1e-05":"p",)"
+            R"("0.0001":"q"}})");
   for (const char* v : {".inf", "-.Inf", ".NaN", "+.INF"}) {
     const std::string bad =
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
@@ -387,6 +392,18 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
     auto refused = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(bad.size()) + "\n" + bad);
     ASSERT_FALSE(refused.ok()) << v;
     EXPECT_NE(refused.status().message().find("m.yaml:5: metadata value '" + std::string(v) + "'"), std::string::npos)
+        << refused.status().message();
+  }
+  // Two keys of one name upstream: refused by line (the JSON of both made
+  // the answer's Struct fail, and the whole metadata went missing).
+  for (const char* pair : {"{010: x, 8: y}", "{yes: x, true: y}", "{~: x, null: y}", "{1.0: x, 1: y}"}) {
+    const std::string bad =
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+        "    metadata:\n      z: 1\n      k: " +
+        std::string(pair) + "\n";
+    auto refused = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(bad.size()) + "\n" + bad);
+    ASSERT_FALSE(refused.ok()) << pair;
+    EXPECT_NE(refused.status().message().find("m.yaml:7: metadata keys '"), std::string::npos)
         << refused.status().message();
   }
 }
