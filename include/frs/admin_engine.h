@@ -167,7 +167,7 @@ class AdminEngine : public Engine {
   // once. So is a node this store refuses (a state out of its bounds, a
   // time far ahead, a fingerprint not its key's: `why` says which), where
   // MergeNodes refuses the batch for it: one such node of a snapshot lost
-  // the 4,095 of its batch and every batch after it (found from outside).
+  // the 63 of its batch and every batch after it (found from outside).
   // `left_out` null: either refuses the batch (NotFound, InvalidArgument),
   // as MergeNodes, the nodes still taken by their biz id.
   struct LeftOutNode {

@@ -135,16 +135,21 @@ void MergeCounterBlocks(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
   const Frame fa = frame_at(a), fb = frame_at(b);
   CounterBlock m;
   m.tag = spec.tag;
+  // Two sides' debts each at most `borrow`: their sum is owed whole, up to
+  // the window's whole max (its allowance 0). Unbounded, a borrow past 2^30
+  // summed past 2^31 - 1, which export, import and a merge refuse (found
+  // in review).
+  const int64_t debt = std::min<int64_t>(fa.debt_in + fb.debt_in, spec.max);
   if (fa.open && fb.open) {
     const CounterBlock& later = fa.end >= fb.end ? a : b;
     m.start_s = later.start_s;
     m.count = SatAdd32(a.count, b.count);
-    m.debt = Clamp32(fa.debt_in + fb.debt_in);
+    m.debt = Clamp32(debt);
   } else if (fa.open || fb.open) {
     const CounterBlock& open = fa.open ? a : b;
     m.start_s = open.start_s;
     m.count = open.count;
-    m.debt = Clamp32(fa.debt_in + fb.debt_in);
+    m.debt = Clamp32(debt);
   } else {
     const CounterBlock& later = a.start_s >= b.start_s ? a : b;
     const int64_t carried = std::min<int64_t>(fa.debt_in + fb.debt_in, spec.borrow);

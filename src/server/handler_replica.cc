@@ -602,9 +602,29 @@ void Handler::NoteChangesOfNoBiz(const KeptOfNoBiz& k, const ReplicateQuery& q,
         from_len, q.from.data(), failed, failed_biz, static_cast<unsigned long long>(batches), why.c_str());
 }
 
+namespace {
+
+// How many refused nodes one kept record's take leaves out before it gives
+// the record up: each is found by a merge attempt of its own.
+constexpr size_t kMaxRefusedParkedNodes = 16;
+
+// The line index of an engine merge's "node N: ..." refusal.
+bool RefusedNodeIndex(std::string_view message, size_t* at) {
+  constexpr std::string_view kNode = "node ";
+  if (!message.starts_with(kNode)) return false;
+  size_t n = 0;
+  const auto [p, ec] = std::from_chars(message.data() + kNode.size(), message.data() + message.size(), n);
+  if (ec != std::errc() || n == 0 || p == message.data() + message.size() || *p != ':') return false;
+  *at = n - 1;
+  return true;
+}
+
+}  // namespace
+
 void Handler::TakeParkedChanges() {
   if (opts_.park_path.empty()) return;
   auto known = [&](uint32_t biz) { return engine_->ResolveBiz(std::to_string(biz)).ok(); };
+  size_t left_out = 0;  // nodes of records applied, refused by the store
   auto apply = [&](const ParkedBatch& b) -> Result<bool> {
     // A receipt of its own per biz and sender's stream, at the batch's seq:
     // taken again (its taker killed before it rewrote the file), it is a
@@ -614,7 +634,21 @@ void Handler::TakeParkedChanges() {
       std::vector<std::string_view> lines(b.nodes.begin(), b.nodes.end());
       // By their biz id, which `known` found in the map; one the map has
       // no more by the merge (a reload between) refuses the record, kept.
-      return engine_->MergeKnownNodes(lines, b.stream, nullptr);
+      // A node the store refuses (its biz was lacked when it was kept, so
+      // nothing checked it) is left out, said, and the others merged: the
+      // record was dropped whole for it (found in review).
+      for (size_t refused = 0;; ++refused) {
+        Result<bool> r = engine_->MergeKnownNodes(lines, b.stream, nullptr);
+        size_t at = 0;
+        if (r.ok() || r.status().code() != Status::Code::kInvalidArgument || refused == kMaxRefusedParkedNodes ||
+            !RefusedNodeIndex(r.status().message(), &at) || at >= lines.size() || lines.size() == 1) {
+          if (r.ok() && *r) left_out += refused;
+          return r;
+        }
+        FRS_LOG("replicas: a node of biz %u kept aside from another shard's snapshot is refused here and left out: %s",
+                b.biz, r.status().message().c_str());
+        lines.erase(lines.begin() + static_cast<std::ptrdiff_t>(at));
+      }
     }
     return engine_->ApplyChanges(b.changes, ParkReceiptStream(b.biz, b.stream), b.seq);
   };
@@ -625,6 +659,7 @@ void Handler::TakeParkedChanges() {
     return;
   }
   for (const std::string& p : taken->problems) FRS_LOG("replicas: %s", p.c_str());
+  taken->applied -= std::min(taken->applied, left_out);
   if (taken->applied > 0) {
     std::string bizzes, still;
     for (uint32_t b : taken->bizzes) bizzes += (bizzes.empty() ? "" : ", ") + std::to_string(b);

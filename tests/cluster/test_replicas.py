@@ -1821,11 +1821,26 @@ class Replicas(unittest.TestCase):
             self.assertEqual(p.a.count(k), i + 1, k)
         # Those nodes were kept aside (dropped, A's copy lacked their uses
         # for good, and a failover after the rollout granted them again):
-        # the reload that brings the biz merges them.
-        said = "12 change(s) or node(s) another shard sent of biz(es) "
+        # the reload that brings the biz merges them. One of them damaged
+        # there (nothing checked it when it was kept) is left out and said,
+        # the others merged (its record was dropped whole).
+        parked = os.path.join(p.a.dir, "data", "replica-parked")
+        with open(parked) as f:
+            text = f.read()
+        damaged = re.sub(
+            r'("biz":3,[^\n]*"key":"%s"[^\n]*"fp_lo":")[0-9a-f]{16}' % re.escape(p.keys[0]),
+            r"\g<1>0000000000000001",
+            text,
+        )
+        self.assertNotEqual(damaged, text)
+        with open(parked, "w") as f:
+            f.write(damaged)
+        said = "11 change(s) or node(s) another shard sent of biz(es) "
         self.give_map(p.a, added, said)
         self.assertIn("while this map lacked them are applied now", p.a.log())
-        for k in p.keys[:6]:
+        self.assertIn("kept aside from another shard's snapshot is refused here and left out", p.a.log())
+        self.assertEqual((p.a.count_of("added", p.keys[0]), p.a.count_of("added2", p.keys[0])), (0, 1))
+        for k in p.keys[1:6]:
             self.assertEqual((p.a.count_of("added", k), p.a.count_of("added2", k)), (1, 1), k)
 
     def test_a_new_store_takes_back_the_uses_its_successor_kept_aside(self):

@@ -48,6 +48,24 @@ TEST(Merge, FixedWindowOverContributesOnlyItsBorrowDebt) {
   EXPECT_EQ(new_owner.block(), before);
 }
 
+// Found in review: each side's debt is at most `borrow`, and their sum was
+// written whole: past 2^31 - 1 for a borrow past 2^30, a block export,
+// import and a merge then refused. It stops at the window's max (its
+// allowance 0), which they take.
+TEST(Merge, TwoDebtsSumToAtMostTheWholeMax) {
+  constexpr int64_t kMax = 2147483647, kBorrow = 2000000000;
+  RuleHarness a(Algo::kFixed, 60, kMax, kBorrow), b(Algo::kFixed, 60, kMax, kBorrow);
+  for (RuleHarness* h : {&a, &b}) {
+    ASSERT_TRUE(h->Acquire(kMs, kMax).allowed);
+    ASSERT_TRUE(h->Acquire(kMs, kBorrow).allowed);  // all of it borrowed from the next window
+    ASSERT_TRUE(h->Acquire(kMs + 61000).allowed);   // which opens owing it
+  }
+  Merge(a, b, kMs + 62000);
+  EXPECT_EQ(BlockProblem(Algo::kFixed, a.block(), kDay0 + 62), "");
+  EXPECT_FALSE(a.Query(kMs + 62000).allowed);  // the window owes all of its max
+  EXPECT_TRUE(a.Query(kMs + 122000).allowed);
+}
+
 TEST(Merge, CalendarWindowsAddUp) {
   RuleHarness a(Algo::kCalendar, 86400, 3), b(Algo::kCalendar, 86400, 3);
   a.Acquire(kMs + 1000);

@@ -90,7 +90,7 @@ TEST(SnapshotMerge, NodesOfABizTheMapLacksAreLeftOutAndTheRestMerged) {
 }
 
 // Found from outside: one node this store refused (a count a settle took
-// past 2^31 - 1, refused then) failed its batch of 4,095 and stopped the
+// past 2^31 - 1, refused then) failed its batch of 63 and stopped the
 // merge, every later node lost. It is left out, with why; the rest merges.
 TEST(SnapshotMerge, ANodeTheStoreRefusesIsLeftOutWithWhyAndTheRestMerged) {
   testing::FakeEngine e;
