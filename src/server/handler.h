@@ -323,6 +323,8 @@ class Handler {
   char decision_buf_[kMaxDecisionBytes];
   std::string_view decision_;
   std::string body_;
+  // body_'s room kept from one answer to the next: more is given back.
+  static constexpr size_t kKeepBodyBytes = size_t{1} << 20;
   std::string biz_buf_, key_buf_, id_buf_;
   XmlRequestDecoder decoder_;
   std::vector<WireRequest> wire_;

@@ -236,6 +236,10 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   w.Lit("\r\n");
   w.AppendTo(out);
   if (!head_only) out->append(body);
+  // An answer of megabytes (a replica snapshot: 80 MB for 300,000 nodes)
+  // left body_ that large, and the worker held it for good (measured from
+  // outside: 83 MB of a worker's memory after one snapshot).
+  if (body_.capacity() > kKeepBodyBytes) std::string().swap(body_);
 }
 
 namespace {
