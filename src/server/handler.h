@@ -241,6 +241,7 @@ class Handler {
   // snapshot carries them (replica_park.h: ParkedRecordsFor).
   Result<std::string> ParkedFor(long peer) const;
   std::string ParkedForSnapshot(long peer) const;
+  void AppendCarriedLines(size_t pi);
   // Removes shard `peer` from snapshot.missed (snapshot_missed.h), said.
   void ForgetMissedSnapshotOf(long peer);
   // Logs (at most once a minute per sender) that `peer` runs the <cluster> list after

@@ -947,6 +947,35 @@ std::string Handler::ParkedForSnapshot(long peer) const {
   return std::string();
 }
 
+// A snapshot's `carried H K` lines for shard `pi`: each worker's stream and
+// each spool of an earlier stop the workers deliver, with the number of the
+// last change it queued for that shard (the nodes read hold them).
+void Handler::AppendCarriedLines(size_t pi) {
+  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
+    const ReplicaCounters& rc = metrics_->worker(w).replica;
+    const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.stream_hash)).load();
+    if (h == 0) continue;
+    char line[64];
+    std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
+                  static_cast<unsigned long long>(CounterGet(rc.queued_no[pi])));
+    body_ += line;
+  }
+  // The spools of an earlier stop the workers deliver: their changes are in
+  // the nodes read here, so the asker skips them as it skips a stream's.
+  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
+    const ReplicaCounters& rc = metrics_->worker(w).replica;
+    for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
+      const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.spool_hash[i])).load();
+      const uint64_t through = CounterGet(rc.spool_no[i][pi]);
+      if (h == 0 || through == 0) continue;
+      char line[64];
+      std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
+                    static_cast<unsigned long long>(through));
+      body_ += line;
+    }
+  }
+}
+
 // GET with snapshot=1: every node (of store file `file`) the shard `peer`
 // holds, owner or successor, read while the store holds still.
 void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status) {
@@ -1005,34 +1034,13 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
   body_.clear();
   body_ += "snapshot " + std::to_string(int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000) + " files " +
            std::to_string(st.geometry.files) + "\n";
-  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
-    const ReplicaCounters& rc = metrics_->worker(w).replica;
-    const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.stream_hash)).load();
-    if (h == 0) continue;
-    char line[64];
-    std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
-                  static_cast<unsigned long long>(CounterGet(rc.queued_no[pi])));
-    body_ += line;
-  }
-  // The spools of an earlier stop the workers deliver: their changes are in
-  // the nodes read here, so the asker skips them as it skips a stream's.
-  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
-    const ReplicaCounters& rc = metrics_->worker(w).replica;
-    for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
-      const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.spool_hash[i])).load();
-      const uint64_t through = CounterGet(rc.spool_no[i][pi]);
-      if (h == 0 || through == 0) continue;
-      char line[64];
-      std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
-                    static_cast<unsigned long long>(through));
-      body_ += line;
-    }
-  }
+  AppendCarriedLines(pi);
   Store::Filter filter;
   filter.file = q.have_file ? static_cast<int64_t>(q.file) : -1;
   // The walk is one long turn of this worker's loop (up to the hold): it
   // tells the master's watch over hung workers it is alive (stall_watch.h).
   uint32_t since_beat = 0;
+  size_t sent = 0;
   Status walk = store_->ForEach(filter, [&](const NodeInfo& node) {
     if (counters_ != nullptr && ++since_beat == 4096) {
       since_beat = 0;
@@ -1049,6 +1057,7 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
     if (line.ok()) {
       body_ += line.value();
       body_ += '\n';
+      ++sent;
     }
   });
   if (!walk.ok()) {
@@ -1059,6 +1068,11 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
     TextBody(503, too_long, status);
     return;
   }
+  // Every request of this shard waited meanwhile: said, as a stall a
+  // large store makes (300,000 nodes: about a second) must be seen.
+  FRS_LOG("replicas: a snapshot for %s: %zu node(s), %zu bytes; this shard's requests waited %lld ms for the reading",
+          c.ring->shards()[pi].name.c_str(), sent, body_.size(),
+          static_cast<long long>((MonoNs() - deadline + kSnapshotHoldNs) / 1000000));
   if (!parked.empty()) {
     body_ += kParkedFirstLine;
     body_ += parked;
