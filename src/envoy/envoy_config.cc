@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/json_escape.h"
+#include "base/utf8.h"
 #include "envoy/yaml_tree.h"
 #include "envoy/yaml_v2_scalar.h"
 #include "os/text_file.h"
@@ -193,13 +194,17 @@ class Walker {
           if (i) out->push_back(',');
           const YNode& k = At(n.items[i]);
           std::string name;
-          if (k.kind == Kind::kNull && nested) {
-            name = "<nil>";
+          if (k.kind == Kind::kNull) {
+            // In a nested map a null is the key nil ("<nil>" by %v); the
+            // metadata's own map is of strings, where its reader puts "".
+            name = nested ? "<nil>" : "";
           } else {
             if (k.kind != Kind::kScalar) Fail(k, "a metadata key must be a string");
+            CheckUtf8(k);
             name = nested && k.plain ? PlainKeyText(k.scalar) : k.scalar;
           }
-          if (auto [at, fresh] = named.try_emplace(name, &k); !fresh)
+          // 0.0 and -0.0 are one key of a Go map (0 == -0).
+          if (auto [at, fresh] = named.try_emplace(name == "-0" ? "0" : name, &k); !fresh)
             Fail(k, "metadata keys '" + (at->second->kind == Kind::kNull ? std::string("~") : at->second->scalar) +
                         "' and '" + (k.kind == Kind::kNull ? std::string("~") : k.scalar) +
                         "' are one key to envoyproxy/ratelimit's reader ('" + name + "'): keep one");
@@ -213,7 +218,16 @@ class Walker {
     }
   }
 
+  // Upstream's reader refuses a file that is not UTF-8; JSON's escape of a
+  // stray byte made it another character, which could name two keys alike
+  // and make the answer's Struct, and the whole metadata, go missing.
+  static void CheckUtf8(const YNode& n) {
+    if (Utf8ValidPrefix(n.scalar).size() != n.scalar.size())
+      Fail(n, "metadata holds bytes that are not UTF-8 (envoyproxy/ratelimit's reader refuses the file)");
+  }
+
   static void JsonScalar(const YNode& n, std::string* out) {
+    CheckUtf8(n);
     if (!n.plain) return AppendJsonString(n.scalar, out);
     const YamlV2Scalar r = ResolvePlainScalar(n.scalar);
     switch (r.kind) {

@@ -145,7 +145,7 @@ YamlV2Scalar ResolvePlainScalar(std::string_view s) {
     const std::string plain = WithoutUnderscores(s);
     std::string json;
     if (GoInteger(plain, true, &json) || GoInteger(plain, false, &json)) return {Kind::kNumber, json};
-    if (YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json};
+    if (YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json, true};
     return {};
   }
   if (c == '.') {
@@ -153,7 +153,7 @@ YamlV2Scalar ResolvePlainScalar(std::string_view s) {
     std::string json;
     // ParseFloat of the text as written: a '_' only between digits.
     const std::string plain = WithoutUnderscores(s);
-    if (GoUnderscoresOk(s) && YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json};
+    if (GoUnderscoresOk(s) && YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json, true};
     return {};
   }
   if (In(s, kTrues)) return {Kind::kBool, "true"};
@@ -177,8 +177,9 @@ std::string PlainKeyText(std::string_view s) {
       // FormatFloat(f, 'g', -1, 64): the shortest digits, in exponent form
       // when the exponent is below -4 or 6 and more (two digits at least,
       // as C's), else plain.
-      if (r.json.find_first_of(".eE") == std::string::npos && s.find_first_of(".eE") == std::string_view::npos)
-        return r.json;
+      // By the type upstream's reader gave it, not by its text: 0xE00000
+      // is an integer, 0123456789 (no octal) a float.
+      if (!r.is_float) return r.json;
       double v = 0;
       std::from_chars(r.json.data(), r.json.data() + r.json.size(), v);
       char buf[40];

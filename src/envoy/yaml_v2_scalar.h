@@ -27,6 +27,7 @@ struct YamlV2Scalar {
   // kNull, kBool, kNumber: the value as JSON text ("null", "true", "8",
   // "0.5"); kString: empty (the scalar's own text is the string).
   std::string json;
+  bool is_float = false;  // kNumber: a float64 upstream (else an int or a uint64)
 };
 
 // How yaml.v2 resolves the plain (unquoted) scalar `s`.

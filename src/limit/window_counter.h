@@ -136,10 +136,10 @@ void MergeCounterBlocks(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
   CounterBlock m;
   m.tag = spec.tag;
   // Two sides' debts each at most `borrow`: their sum is owed whole, up to
-  // the window's whole max (its allowance 0). Unbounded, a borrow past 2^30
-  // summed past 2^31 - 1, which export, import and a merge refuse (found
-  // in review).
-  const int64_t debt = std::min<int64_t>(fa.debt_in + fb.debt_in, spec.max);
+  // 2^31 - 1, what a debt may be. Unbounded, a borrow past 2^30 summed past
+  // it, which export, import and a merge refuse (found in review); bounded
+  // by this rule's max, a reload that raised max granted the rest again.
+  const int64_t debt = std::min<int64_t>(fa.debt_in + fb.debt_in, kMaxUses);
   if (fa.open && fb.open) {
     const CounterBlock& later = fa.end >= fb.end ? a : b;
     m.start_s = later.start_s;

@@ -659,7 +659,9 @@ void Handler::TakeParkedChanges() {
     return;
   }
   for (const std::string& p : taken->problems) FRS_LOG("replicas: %s", p.c_str());
-  taken->applied -= std::min(taken->applied, left_out);
+  left_out = std::min(taken->applied, left_out);
+  taken->applied -= left_out;
+  taken->dropped += left_out;  // said below with the others, and counted
   if (taken->applied > 0) {
     std::string bizzes, still;
     for (uint32_t b : taken->bizzes) bizzes += (bizzes.empty() ? "" : ", ") + std::to_string(b);

@@ -370,7 +370,8 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
       "      huge: 1e400\n      neg: -0x10\n      date: 2024-01-31\n      word: yEs\n      yes: Yes\n"
       "      q: '010'\n      n: ~\n      010: k\n      u: .5_5\n      uu: .5__5\n"
       "      m: {010: a, 0x10: b, true: c, ~: d, 1.50: e, x: f, 1e6: g, 123456789.0: h, 0.10: i, 100000.0: j,\n"
-      "          1_000.5: k, .inf: l, -.Inf: m, .nan: nn, 99999999999999999999: o, 1e-5: p, 0.0001: q}\n";
+      "          1_000.5: k, .inf: l, -.Inf: m, .nan: nn, 99999999999999999999: o, 1e-5: p, 0.0001: q,\n"
+      "          0xE00000: r, 0123456788: s, 18446744073709551616: t}\n      ~: top\n";
   auto r = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(yaml.size()) + "\n" + yaml);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::string scratch;
@@ -383,7 +384,7 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
             R"("q":"010","n":null,"010":"k","u":0.55,"uu":".5__5",)"
             R"("m":{"8":"a","16":"b","true":"c","<nil>":"d","1.5":"e","x":"f","1e+06":"g","1.23456789e+08":"h",)"
             R"("0.1":"i","100000":"j","1000.5":"k","+Inf":"l","-Inf":"m","NaN":"nn","1e+20":"o","1e-05":"p",)"
-            R"("0.0001":"q"}})");
+            R"("0.0001":"q","14680064":"r","1.23456788e+08":"s","1.8446744073709552e+19":"t"},"":"top"})");
   for (const char* v : {".inf", "-.Inf", ".NaN", "+.INF"}) {
     const std::string bad =
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
@@ -396,7 +397,8 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
   }
   // Two keys of one name upstream: refused by line (the JSON of both made
   // the answer's Struct fail, and the whole metadata went missing).
-  for (const char* pair : {"{010: x, 8: y}", "{yes: x, true: y}", "{~: x, null: y}", "{1.0: x, 1: y}"}) {
+  for (const char* pair :
+       {"{010: x, 8: y}", "{yes: x, true: y}", "{~: x, null: y}", "{1.0: x, 1: y}", "{0.0: x, -0.0: y}"}) {
     const std::string bad =
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
         "    metadata:\n      z: 1\n      k: " +
@@ -404,6 +406,18 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
     auto refused = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(bad.size()) + "\n" + bad);
     ASSERT_FALSE(refused.ok()) << pair;
     EXPECT_NE(refused.status().message().find("m.yaml:7: metadata keys '"), std::string::npos)
+        << refused.status().message();
+  }
+  // Bytes that are not UTF-8, which upstream's reader refuses: JSON's
+  // escape of a stray byte named it as another character.
+  for (const char* bytes : {"k: {\"\xff\": x}", "k: \"\xff\"", "\"\xc3\": 1"}) {
+    const std::string bad =
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+        "    metadata:\n      z: 1\n      " +
+        std::string(bytes) + "\n";
+    auto refused = EnvoyRules::FromBundle("m.yaml\n" + std::to_string(bad.size()) + "\n" + bad);
+    ASSERT_FALSE(refused.ok()) << bytes;
+    EXPECT_NE(refused.status().message().find("m.yaml:7: metadata holds bytes that are not UTF-8"), std::string::npos)
         << refused.status().message();
   }
 }
