@@ -52,6 +52,13 @@ struct ServiceOpenOptions {
   // an existing one (a missing store is NotFound, naming the directory).
   bool create_if_missing = false;
   const Clock* clock = nullptr;  // default: the system clock
+  // A cluster shard's store with replicas (<cluster replicas="1">) is
+  // refused unless this is set (Unavailable, saying why): frsd's workers
+  // send each change to the route's other holder, and a change made here
+  // reaches none, so a failover grants it again (found from outside: 5
+  // leases held of 3). Set it to read only (query, get, inspect), or for a
+  // shard stopped for good; a program that decides should ask frsd.
+  bool unreplicated = false;
 };
 
 struct Service {

@@ -72,6 +72,12 @@ std::string DefaultServiceConfigPath() { return DefaultSrvConfigPath(); }
 Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOptions& opts) {
   Result<SrvConfig> cfg = LoadSrvConfig(srv_xml);
   if (!cfg.ok()) return cfg.status();
+  if (cfg->cluster_replicas > 0 && !opts.unreplicated)
+    return Status::Unavailable(
+        cfg->path +
+        ": this frsd is a cluster shard with replicas=\"1\": a change made in this process reaches no other holder "
+        "of its route (frsd's workers send theirs), and a failover would grant it again; ask frsd over HTTP, or "
+        "open it with ServiceOpenOptions::unreplicated to read only (docs/install.md, \"The library\")");
   Service svc;
   svc.config_path = cfg->path;
   // Before the store, which a create would make root's too.

@@ -254,6 +254,27 @@ TEST_F(FrsctlTest, OwnerWithReplicasAlsoPrintsTheSuccessor) {
   EXPECT_EQ(Parse(r.out).Find("successor"), nullptr) << r.out;
 }
 
+// Found from outside: a program of the library that decided on a shard's
+// store with replicas took leases no other holder heard of (5 held of 3
+// after a failover). It is refused, saying why, unless it asks to read.
+TEST_F(FrsctlTest, TheLibraryRefusesAReplicatedShardsStoreUnlessAskedToRead) {
+  std::ofstream(dir_ / "r.xml")
+      << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"r-data\"/><admin token=\"t\"/>\n"
+         "<cluster self=\"127.0.0.1:8302\" replicas=\"1\"><shard>127.0.0.1:8301</shard>"
+         "<shard>127.0.0.1:8302</shard></cluster></frs>\n";
+  ServiceOpenOptions o;
+  o.create_if_missing = true;
+  Result<Service> refused = OpenFromConfig(dir_ / "r.xml", o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
+  EXPECT_NE(refused.status().message().find("a cluster shard with replicas=\"1\""), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "r-data")) << "refused before the store is made";
+  o.unreplicated = true;
+  Result<Service> reader = OpenFromConfig(dir_ / "r.xml", o);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+}
+
 // get and explain of a key without a node on a shard that holds no copy of
 // its route: the answer names the shards that do, not only "never counted";
 // a set, del or reset with replicas says it changed this shard only.
