@@ -777,7 +777,7 @@ void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool sen
   l.answered_ns = now_ns;
   l.state = LinkState::kIdle;
   l.failure.clear();
-  Reached(l);
+  Reached(l, now_ns);
   if (l.down) {
     l.down = false;
     FRS_LOG("replica link to %s is back after %s; %zu change(s)%s%s still queued for it", l.name.c_str(),
@@ -1048,23 +1048,33 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
   Fail(l, why, now_ns);
 }
 
-void Replicator::Reached(const Link& l) {
+void Replicator::Reached(Link& l, int64_t now_ns) {
   if (!Unreached(l)) return;
   // The workers share the mark; the one that clears it closes what each
   // logged at the start ("not reached since this shard's start"), once.
   if (std::atomic_ref<uint64_t>(opts_.shared->unreached[l.shard]).exchange(0, std::memory_order_relaxed) != 0) {
     FRS_LOG("replicas: %s answers: reached for the first time since this shard's start", l.name.c_str());
-    // A shard this store, new, took no snapshot from: the remedy is due now.
-    auto missed = opts_.journal_dir.empty() ? Result<std::vector<MissedSnapshot>>(std::vector<MissedSnapshot>{})
-                                            : ReadMissedSnapshots(opts_.journal_dir);
-    if (missed.ok())
-      for (const MissedSnapshot& m : *missed)
-        if (m.shard == l.name) {
-          FRS_LOG("replicas: %s answers again: %s", l.name.c_str(),
-                  MissedSnapshotWords(opts_.journal_dir, m, ::time(nullptr)).c_str());
-          break;  // said once, however often an edited file names it
-        }
+    // A shard this store, new, took no snapshot from: the remedy is due,
+    // unless that shard is on a new store too, which it says by asking this
+    // one for its snapshot as it starts (the mark then goes). Said at once,
+    // a new cluster's first shard told the operator to move its store aside
+    // a millisecond before it took the advice back (found from outside).
+    l.missed_advice_ns = now_ns + kMissedAdviceDelayNs;
   }
+}
+
+void Replicator::AdviseMissedSnapshot(Link& l, int64_t now_ns) {
+  if (l.missed_advice_ns == 0 || now_ns < l.missed_advice_ns) return;
+  l.missed_advice_ns = 0;
+  auto missed = opts_.journal_dir.empty() ? Result<std::vector<MissedSnapshot>>(std::vector<MissedSnapshot>{})
+                                          : ReadMissedSnapshots(opts_.journal_dir);
+  if (missed.ok())
+    for (const MissedSnapshot& m : *missed)
+      if (m.shard == l.name) {
+        FRS_LOG("replicas: %s answers again: %s", l.name.c_str(),
+                MissedSnapshotWords(opts_.journal_dir, m, ::time(nullptr)).c_str());
+        break;  // said once, however often an edited file names it
+      }
 }
 
 bool Replicator::Unreached(const Link& l) const {
@@ -1083,7 +1093,7 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   l.idle_probe_ns = now_ns + kIdleProbeNs;
   l.answered_ns = now_ns;
   l.failure.clear();
-  Reached(l);
+  Reached(l, now_ns);
   if (l.down) {
     l.down = false;
     FRS_LOG("replica link to %s is back after %s; %zu change(s)%s%s still queued for it", l.name.c_str(),
@@ -1257,6 +1267,7 @@ void Replicator::Pump(int64_t now_ns) {
   int64_t oldest_ms = -1;
   for (Link& l : links_) {
     if (l.idle_probe_ns == 0) l.idle_probe_ns = now_ns + kIdleProbeNs;
+    AdviseMissedSnapshot(l, now_ns);
     switch (l.state) {
       case LinkState::kClosed:
         // A link that failed for want of its name's address is tried again

@@ -137,6 +137,9 @@ class Replicator final : public ChangeSink {
   // a route with one copy. Sooner (kRetryNs) after the idle connection
   // closed: a keep-alive's time-out, or the other shard's death.
   static constexpr int64_t kIdleProbeNs = 5000LL * 1000 * 1000;
+  // How long after a shard first answers the advice of snapshot.missed waits
+  // for that shard to ask its own snapshot (a new store: nothing missed).
+  static constexpr int64_t kMissedAdviceDelayNs = 5000LL * 1000 * 1000;
   // Async: a batch goes when it is full or its oldest change is this old,
   // so that batches carry many changes (each exchange costs more CPU than a
   // decision); the reported lag includes it.
@@ -391,7 +394,10 @@ class Replicator final : public ChangeSink {
     int64_t idle_probe_ns = 0;  // an up, idle link probes from here (0: not set yet)
     int64_t answered_ns = 0;    // the other shard's last answer (a batch's or a probe's)
     int64_t probe_ns = 0;       // a never reached link is probed again from here
-    std::string failure;        // why the link last failed ("" since it was acknowledged)
+    // Reached put off the advice of snapshot.missed to here (0: none due):
+    // a shard on a new store asks its snapshot just after it answers.
+    int64_t missed_advice_ns = 0;
+    std::string failure;  // why the link last failed ("" since it was acknowledged)
     std::string out, in;
     size_t out_sent = 0;
     std::string nonce;  // the request in flight's (Sign): its answer's proof is bound to it
@@ -486,7 +492,9 @@ class Replicator final : public ChangeSink {
   void Acked(Link& l, int64_t now_ns, bool send_next = true);
   // The other shard answered a batch: it reads down no more for having been
   // unreachable at the start (ReplicaShared::unreached).
-  void Reached(const Link& l);
+  void Reached(Link& l, int64_t now_ns);
+  // The missed-snapshot advice Reached put off, said if still due.
+  void AdviseMissedSnapshot(Link& l, int64_t now_ns);
   // Whether this shard's start could not reach the other shard of `l` and
   // nothing has reached it since (ReplicaShared::unreached).
   bool Unreached(const Link& l) const;
