@@ -53,11 +53,15 @@ struct ServiceOpenOptions {
   bool create_if_missing = false;
   const Clock* clock = nullptr;  // default: the system clock
   // A cluster shard's store with replicas (<cluster replicas="1">) is
-  // refused unless this is set (Unavailable, saying why): frsd's workers
-  // send each change to the route's other holder, and a change made here
-  // reaches none, so a failover grants it again (found from outside: 5
-  // leases held of 3). Set it to read only (query, get, inspect), or for a
-  // shard stopped for good; a program that decides should ask frsd.
+  // refused unless this is set (InvalidArgument, saying why): frsd's
+  // workers send each change to the route's other holder, and a change
+  // made here reaches none, so a failover grants it again (found from
+  // outside: 5 leases held of 3). Set it to read (query, get, inspect),
+  // or for a shard stopped for good: it does not make the engine read-only,
+  // and a program that decides should ask frsd. Such a store is never made
+  // here (create_if_missing is refused): frsd makes it at its first start,
+  // which takes the other shards' snapshots. ReadServiceConfig with
+  // StoreOptionsFor and EngineOptionsFor opens a store without this check.
   bool unreplicated = false;
 };
 

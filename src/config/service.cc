@@ -73,11 +73,18 @@ Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOpti
   Result<SrvConfig> cfg = LoadSrvConfig(srv_xml);
   if (!cfg.ok()) return cfg.status();
   if (cfg->cluster_replicas > 0 && !opts.unreplicated)
-    return Status::Unavailable(
+    return Status::InvalidArgument(
         cfg->path +
         ": this frsd is a cluster shard with replicas=\"1\": a change made in this process reaches no other holder "
         "of its route (frsd's workers send theirs), and a failover would grant it again; ask frsd over HTTP, or "
         "open it with ServiceOpenOptions::unreplicated to read only (docs/install.md, \"The library\")");
+  // A store a replicated shard's frsd did not make itself takes no
+  // snapshot at that frsd's first start (it is not new there): the counts
+  // the other shards hold for its routes would be missing from it.
+  if (cfg->cluster_replicas > 0 && opts.create_if_missing)
+    return Status::InvalidArgument(cfg->path +
+                                   ": a cluster shard with replicas=\"1\" makes its store at its first start, which "
+                                   "then takes the other shards' snapshots: create_if_missing is refused here");
   Service svc;
   svc.config_path = cfg->path;
   // Before the store, which a create would make root's too.

@@ -2222,11 +2222,15 @@ class Replicas(unittest.TestCase):
         p.relay_a.refuse(503)  # B's asks to A wait (503, asked again) until A's link has reached B
         p.b.start(wait=False)
         reached = "replicas: %s answers: reached for the first time" % p.b.name
-        self.assertTrue(processes.wait_for(lambda: reached in p.a.log(), 10), p.a.log())
+
+        def since():
+            return processes.read_text(stderr)[before:]
+
+        self.assertTrue(processes.wait_for(lambda: reached in since(), 10), p.a.log())
         p.relay_a.heal()
-        self.assertTrue(processes.wait_for(lambda: forgot in p.a.log(), 10), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: forgot in since(), 10), p.a.log())
         time.sleep(5.5)  # the advice's wait (kMissedAdviceDelayNs), passed
-        self.assertNotIn("answers again: this store took no snapshot", processes.read_text(stderr)[before:])
+        self.assertNotIn("answers again: this store took no snapshot", since())
 
 
 if __name__ == "__main__":

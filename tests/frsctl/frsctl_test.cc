@@ -266,11 +266,23 @@ TEST_F(FrsctlTest, TheLibraryRefusesAReplicatedShardsStoreUnlessAskedToRead) {
   o.create_if_missing = true;
   Result<Service> refused = OpenFromConfig(dir_ / "r.xml", o);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("a cluster shard with replicas=\"1\""), std::string::npos)
       << refused.status().ToString();
-  EXPECT_FALSE(std::filesystem::exists(dir_ / "r-data")) << "refused before the store is made";
+  // Not made here even to read: frsd's first start makes it, and takes the
+  // other shards' snapshots then (a store it found would take none).
   o.unreplicated = true;
+  refused = OpenFromConfig(dir_ / "r.xml", o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("create_if_missing is refused"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "r-data")) << "refused before the store is made";
+  // A store there (frsd's), opened to read.
+  std::ofstream(dir_ / "plain.xml") << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"r-data\"/></frs>\n";
+  ServiceOpenOptions make;
+  make.create_if_missing = true;
+  ASSERT_TRUE(OpenFromConfig(dir_ / "plain.xml", make).ok());
+  o.create_if_missing = false;
   Result<Service> reader = OpenFromConfig(dir_ / "r.xml", o);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
 }
