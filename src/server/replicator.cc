@@ -768,9 +768,14 @@ void Replicator::CheckPeerMap(Link& l, std::string_view body, int64_t now_ns) {
         l.name.c_str(), static_cast<int>(theirs.size()), theirs.data(), opts_.map_digest.c_str());
 }
 
-void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next) {
+void Replicator::ProbeAnswered(Link& l, std::string_view body, int64_t now_ns) {
+  l.peer_catching_up = body.find("\ncatching_up 1\n") != std::string_view::npos;
   CheckPeerMap(l, body, now_ns);
   Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
+}
+
+void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next) {
+  ProbeAnswered(l, body, now_ns);
   ++l.exchanges;
   l.probing = false;
   l.idle_probe_ns = now_ns + kIdleProbeNs;
@@ -966,8 +971,7 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         // a probe's answer does (Probed).
         if (status == 200) {
           if (!Proven(l, status, body, proof, now_ns)) return;
-          CheckPeerMap(l, body, now_ns);
-          Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
+          ProbeAnswered(l, body, now_ns);
         }
         IdleProbed(l, now_ns, closed.empty());
         if (!closed.empty()) Close(l);
@@ -1064,7 +1068,7 @@ void Replicator::Reached(Link& l, int64_t now_ns) {
 }
 
 void Replicator::AdviseMissedSnapshot(Link& l, int64_t now_ns) {
-  if (l.missed_advice_ns == 0 || now_ns < l.missed_advice_ns) return;
+  if (l.missed_advice_ns == 0 || now_ns < l.missed_advice_ns || l.peer_catching_up) return;
   l.missed_advice_ns = 0;
   auto missed = opts_.journal_dir.empty() ? Result<std::vector<MissedSnapshot>>(std::vector<MissedSnapshot>{})
                                           : ReadMissedSnapshots(opts_.journal_dir);

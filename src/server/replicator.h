@@ -397,6 +397,11 @@ class Replicator final : public ChangeSink {
     // Reached put off the advice of snapshot.missed to here (0: none due):
     // a shard on a new store asks its snapshot just after it answers.
     int64_t missed_advice_ns = 0;
+    // Its last probe's answer said `catching_up 1`: the advice waits for
+    // that shard's catch-up to end (a new store asks this one's snapshot in
+    // it, which takes the mark back; with three shards or more, after a
+    // slow peer's ask, later than the 5 s).
+    bool peer_catching_up = false;
     std::string failure;  // why the link last failed ("" since it was acknowledged)
     std::string out, in;
     size_t out_sent = 0;
@@ -493,6 +498,9 @@ class Replicator final : public ChangeSink {
   // The other shard answered a batch: it reads down no more for having been
   // unreachable at the start (ReplicaShared::unreached).
   void Reached(Link& l, int64_t now_ns);
+  // A probe's answer in form: the other shard's catch-up, map and what it
+  // answered alone.
+  void ProbeAnswered(Link& l, std::string_view body, int64_t now_ns);
   // The missed-snapshot advice Reached put off, said if still due.
   void AdviseMissedSnapshot(Link& l, int64_t now_ns);
   // Whether this shard's start could not reach the other shard of `l` and

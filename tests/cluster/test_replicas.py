@@ -2227,9 +2227,14 @@ class Replicas(unittest.TestCase):
             return processes.read_text(stderr)[before:]
 
         self.assertTrue(processes.wait_for(lambda: reached in since(), 10), p.a.log())
+        # Held past the advice's 5 s: B says it is catching up (a third
+        # shard's slow answer would hold its ask to A so), and the advice
+        # waits for the catch-up's end.
+        time.sleep(6)
+        self.assertNotIn("answers again: this store took no snapshot", since())
         p.relay_a.heal()
         self.assertTrue(processes.wait_for(lambda: forgot in since(), 10), p.a.log())
-        time.sleep(5.5)  # the advice's wait (kMissedAdviceDelayNs), passed
+        time.sleep(5.5)  # A's next probe of B (every 5 s) hears its catch-up ended
         self.assertNotIn("answers again: this store took no snapshot", since())
 
 
