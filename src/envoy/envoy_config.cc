@@ -356,6 +356,10 @@ class Walker {
     if (const YNode* m = Get(n, "metadata"); m && m->kind != Kind::kNull) {
       if (m->kind != Kind::kMap) Fail(*m, "metadata must be a map");
       if (!m->items.empty()) Json(*m, &d.metadata_json);
+      if (d.metadata_json.size() > kMaxEnvoyMetadataBytes)
+        Fail(*m, "metadata is " + std::to_string(d.metadata_json.size()) +
+                     " bytes as JSON, aliases expanded (at most " + std::to_string(kMaxEnvoyMetadataBytes) +
+                     ": every answer that passes the descriptor carries it)");
     }
     if (d.unlimited) d.has_limit = false;
     // An unlimited limit may replace others too (envoyproxy/ratelimit collects
@@ -402,8 +406,10 @@ Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file) {
   if (text.size() > kMaxEnvoyFileBytes)
     return Status::InvalidArgument(file + ":0: " + std::to_string(text.size()) + " bytes, more than the " +
                                    std::to_string(kMaxEnvoyFileBytes) + " an Envoy configuration file may hold");
-  Result<YamlTree> tree =
-      YamlTree::Parse(text, file, YamlBounds{.max_nodes = kMaxEnvoyYamlNodes, .max_depth = kMaxEnvoyYamlDepth});
+  Result<YamlTree> tree = YamlTree::Parse(text, file,
+                                          YamlBounds{.max_nodes = kMaxEnvoyYamlNodes,
+                                                     .max_depth = kMaxEnvoyYamlDepth,
+                                                     .max_bytes = kMaxEnvoyYamlBytes});
   if (!tree.ok()) return tree.status();
   try {
     return Walker(tree.value(), file).Root();

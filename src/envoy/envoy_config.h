@@ -123,6 +123,13 @@ inline constexpr size_t kMaxEnvoyFileBytes = 4u << 20;
 // time it is used, so that a "billion laughs" is refused, not expanded.
 inline constexpr uint64_t kMaxEnvoyYamlNodes = 1000000;
 inline constexpr uint32_t kMaxEnvoyYamlDepth = 64;
+// Its scalars' bytes, aliases expanded as for the nodes: the directory's
+// bound of 16 MiB, which a file's aliases could not pass either.
+inline constexpr uint64_t kMaxEnvoyYamlBytes = uint64_t{16} << 20;
+// A descriptor's `metadata` as the answer carries it: Envoy takes a gRPC
+// answer of 4 MiB at most, and each OK answer carries the metadata of its
+// descriptors (an expanded 100 MB one took the worker 1.5 s a call).
+inline constexpr size_t kMaxEnvoyMetadataBytes = size_t{64} << 10;
 // unit: concurrent's bounds, a concurrency rule's (limit/concurrency.h).
 inline constexpr uint64_t kMaxConcurrent = 77;
 inline constexpr uint64_t kMaxConcurrentLeaseS = 65534;

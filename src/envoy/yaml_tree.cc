@@ -55,7 +55,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
     if (anchor >= anchors_.size() || anchors_[anchor] == kOpen)
       throw Refusal{mark.line + 1, "an alias of the node that contains it"};
     const uint32_t target = anchors_[anchor];
-    Count(mark, extents_[target].size);
+    Count(mark, extents_[target].size, extents_[target].bytes);
     if (open_.size() + extents_[target].height > bounds_.max_depth) TooDeep(mark);
     Attach(target, extents_[target].height);
   }
@@ -144,20 +144,26 @@ class YamlTreeBuilder : public YAML::EventHandler {
   struct Extent {
     uint64_t size = 1;    // nodes, aliases expanded
     uint32_t height = 0;  // nested collections, aliases expanded (a scalar: 0)
+    uint64_t bytes = 0;   // its scalars' bytes, aliases expanded
   };
   struct Open {
     uint32_t index;
     uint64_t total_before;
+    uint64_t bytes_before;
     uint32_t child_height = 0;
     YAML::anchor_t anchor;
   };
 
   // The running total of nodes the document means, checked as it grows.
-  void Count(const YAML::Mark& mark, uint64_t nodes) {
+  void Count(const YAML::Mark& mark, uint64_t nodes, uint64_t bytes) {
     total_ += nodes;
+    bytes_ += bytes;
     if (total_ > bounds_.max_nodes)
       throw Refusal{mark.line + 1, "the file expands to more than " + std::to_string(bounds_.max_nodes) +
                                        " YAML nodes (an alias counts the nodes of its anchor each time it is used)"};
+    if (bounds_.max_bytes != 0 && bytes_ > bounds_.max_bytes)
+      throw Refusal{mark.line + 1, "the file expands to more than " + std::to_string(bounds_.max_bytes) +
+                                       " bytes of scalars (an alias counts its anchor's each time it is used)"};
   }
   [[noreturn]] void TooDeep(const YAML::Mark& mark) {
     throw Refusal{mark.line + 1, "YAML nested deeper than " + std::to_string(bounds_.max_depth) + " levels"};
@@ -187,28 +193,31 @@ class YamlTreeBuilder : public YAML::EventHandler {
     open_.back().child_height = std::max(open_.back().child_height, height);
   }
   uint32_t Leaf(const YAML::Mark& mark, YamlTree::Kind kind, std::string value, YAML::anchor_t anchor) {
-    Count(mark, 1);
+    Count(mark, 1, value.size());
+    const uint64_t bytes = value.size();
     const uint32_t index = Add(mark, kind, std::move(value));
+    extents_[index].bytes = bytes;
     Anchor(anchor, index);
     Attach(index, 0);
     return index;
   }
   void Start(const YAML::Mark& mark, YamlTree::Kind kind, YAML::anchor_t anchor) {
-    const uint64_t before = total_;
-    Count(mark, 1);
+    const uint64_t before = total_, bytes_before = bytes_;
+    Count(mark, 1, 0);
     const uint32_t index = Add(mark, kind, std::string());
     if (anchor != YAML::NullAnchor) {
       if (anchors_.size() <= anchor) anchors_.resize(anchor + 1, kOpen);
       anchors_[anchor] = kOpen;
     }
     Attach(index, 0);
-    open_.push_back(Open{index, before, 0, anchor});
+    open_.push_back(Open{index, before, bytes_before, 0, anchor});
     if (open_.size() > bounds_.max_depth) TooDeep(mark);
   }
   void End() {
     const Open o = open_.back();
     open_.pop_back();
     extents_[o.index].size = total_ - o.total_before;
+    extents_[o.index].bytes = bytes_ - o.bytes_before;
     extents_[o.index].height = o.child_height + 1;
     Anchor(o.anchor, o.index);
     if (!open_.empty()) open_.back().child_height = std::max(open_.back().child_height, extents_[o.index].height);
@@ -220,6 +229,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
   std::vector<uint32_t> anchors_;  // yaml-cpp's anchor id -> node (kOpen until it closes)
   std::vector<Open> open_;         // the collections being read, outermost first
   uint64_t total_ = 0;
+  uint64_t bytes_ = 0;  // scalars' bytes so far, aliases expanded
   int documents_ = 0;
   bool has_root_ = false;
 };

@@ -29,6 +29,10 @@ namespace frs::envoy {
 struct YamlBounds {
   uint64_t max_nodes = 0;
   uint32_t max_depth = 0;
+  // The scalars' bytes, aliases expanded (0: unbounded): a node bound alone
+  // let an alias of a 100 kB scalar, used 10,000 times, mean a gigabyte
+  // (found from outside).
+  uint64_t max_bytes = 0;
 };
 
 class YamlTree {

@@ -46,6 +46,40 @@ TEST(EnvoyYamlBounds, AnAliasBombIsRefusedWhileParsing) {
             "each time it is used)");
 }
 
+// Found from outside: 10,000 uses of an alias of a 100 kB scalar under
+// `metadata` (11,000 nodes, under the node bound) meant a gigabyte, which
+// the loader built and every answer carried. The scalars' expanded bytes are
+// bounded as the nodes are, and a descriptor's metadata as the answer
+// carries it.
+TEST(EnvoyYamlBounds, AliasesOfALargeScalarAndLargeMetadataAreRefused) {
+  std::string yaml =
+      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "    metadata:\n      s: &s " +
+      std::string(100000, 'x') + "\n      l0: &l0 [";
+  for (int i = 0; i < 10; ++i) yaml += i ? ", *s" : "*s";
+  yaml += "]\n";
+  for (int level = 1; level < 4; ++level) {
+    yaml += "      l" + std::to_string(level) + ": &l" + std::to_string(level) + " [";
+    for (int i = 0; i < 10; ++i) yaml += (i ? ", *l" : "*l") + std::to_string(level - 1);
+    yaml += "]\n";
+  }
+  ASSERT_LT(yaml.size(), size_t{110000});
+  Result<Domain> r = ParseEnvoyYaml(yaml, "big.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(Message(r).find("big.yaml:9: the file expands to more than 16777216 bytes of scalars"), std::string::npos)
+      << Message(r);
+  // Under that bound, a metadata past 64 KiB as JSON.
+  const std::string big =
+      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "    metadata:\n      s: &s " +
+      std::string(40000, 'x') + "\n      t: *s\n";
+  r = ParseEnvoyYaml(big, "meta.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(Message(r).find("meta.yaml:6: metadata is 80015 bytes as JSON, aliases expanded (at most 65536"),
+            std::string::npos)
+      << Message(r);
+}
+
 TEST(EnvoyYamlBounds, DescriptorPathsAreBounded) {
   // Small descriptors: under the node bound, over the descriptor bound.
   Result<Domain> r = ParseEnvoyYaml(AliasBomb(4, 17, ""), "many.yaml");
