@@ -6,6 +6,8 @@
 #include <exception>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -183,15 +185,16 @@ class Walker {
         out->push_back(']');
         return;
       case Kind::kMap: {
-        out->push_back('{');
-        // Two keys one name upstream (`010:` and `8:`, `yes:` and `true:`)
-        // are one key there, the later value kept; here the JSON the
-        // answer's Struct is read from refused the pair, and the
-        // descriptor's whole metadata went missing from every answer
-        // (found from outside): refused here, as a key written twice is.
-        std::map<std::string, const YNode*> named;
+        // Two keys one name upstream (`010:` and `8:`, `yes:` and `true:`,
+        // a key written after a merge key `<<` that brought its twin) are
+        // one key there, the later value kept, as its reader assigns them in
+        // order: so here. Both in the JSON the answer's Struct is read
+        // from, it refused the pair, and the descriptor's whole metadata
+        // went missing from every answer (found from outside). A key
+        // written twice alike is refused before this (yaml_tree.h).
+        std::vector<std::pair<std::string, std::string>> entries;  // name, value as JSON
+        std::map<std::string, size_t> at;                          // name (0 for -0) -> entries index
         for (size_t i = 0; i < n.items.size(); i += 2) {
-          if (i) out->push_back(',');
           const YNode& k = At(n.items[i]);
           std::string name;
           if (k.kind == Kind::kNull) {
@@ -203,14 +206,19 @@ class Walker {
             CheckUtf8(k);
             name = nested && k.plain ? PlainKeyText(k.scalar) : k.scalar;
           }
-          // 0.0 and -0.0 are one key of a Go map (0 == -0).
-          if (auto [at, fresh] = named.try_emplace(name == "-0" ? "0" : name, &k); !fresh)
-            Fail(k, "metadata keys '" + (at->second->kind == Kind::kNull ? std::string("~") : at->second->scalar) +
-                        "' and '" + (k.kind == Kind::kNull ? std::string("~") : k.scalar) +
-                        "' are one key to envoyproxy/ratelimit's reader ('" + name + "'): keep one");
-          AppendJsonString(name, out);
+          std::string value;
+          Json(At(n.items[i + 1]), &value, true);
+          // 0.0 and -0.0 are one key of a Go map (0 == -0), named as first set.
+          auto [where, fresh] = at.try_emplace(name == "-0" ? "0" : name, entries.size());
+          if (fresh) entries.emplace_back(std::move(name), std::move(value));
+          else entries[where->second].second = std::move(value);
+        }
+        out->push_back('{');
+        for (size_t i = 0; i < entries.size(); ++i) {
+          if (i) out->push_back(',');
+          AppendJsonString(entries[i].first, out);
           out->push_back(':');
-          Json(At(n.items[i + 1]), out, true);
+          out->append(entries[i].second);
         }
         out->push_back('}');
         return;
