@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <span>
 
 namespace frs::envoy {
@@ -12,8 +13,9 @@ namespace {
 constexpr std::string_view kNulls[] = {"", "~", "null", "Null", "NULL"};
 constexpr std::string_view kTrues[] = {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"};
 constexpr std::string_view kFalses[] = {"n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"};
-constexpr std::string_view kNotFinite[] = {".nan",  ".NaN",  ".NAN",  ".inf",  ".Inf",  ".INF",
-                                           "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
+constexpr std::string_view kNaNs[] = {".nan", ".NaN", ".NAN"};
+constexpr std::string_view kInfinities[] = {".inf",  ".Inf",  ".INF",  "+.inf", "+.Inf",
+                                            "+.INF", "-.inf", "-.Inf", "-.INF"};
 
 bool In(std::string_view s, std::span<const std::string_view> words) {
   for (std::string_view w : words)
@@ -117,9 +119,9 @@ std::string WithoutUnderscores(std::string_view s) {
   return plain;
 }
 
-// Go's ParseFloat of a yamlStyleFloat text: false past the largest double
-// (Go's ErrRange; an underflow is 0 there, without error).
-bool GoFloat(std::string_view s, std::string* json) {
+// Go's ParseFloat of a yamlStyleFloat text, as a kNumber float: false past
+// the largest double (Go's ErrRange; an underflow is 0 there, without error).
+bool GoFloat(std::string_view s, YamlV2Scalar* out) {
   const std::string text(s);
   // The text holds only [-+.0-9eE]: no locale's decimal point is involved.
   const double v = std::strtod(text.c_str(), nullptr);
@@ -127,7 +129,17 @@ bool GoFloat(std::string_view s, std::string* json) {
   // The shortest text that reads back as the same double: JSON's number.
   char buf[40];
   const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-  json->assign(buf, end);
+  *out = {YamlV2Scalar::Kind::kNumber, std::string(buf, end), true, v};
+  return true;
+}
+
+// One of YAML 1.1's not-finite floats, or false.
+bool NotFinite(std::string_view s, YamlV2Scalar* out) {
+  const bool nan = In(s, kNaNs);
+  if (!nan && !In(s, kInfinities)) return false;
+  *out = {YamlV2Scalar::Kind::kNotFinite, "", true,
+          nan ? std::numeric_limits<double>::quiet_NaN()
+              : (s[0] == '-' ? -1 : 1) * std::numeric_limits<double>::infinity()};
   return true;
 }
 
@@ -140,20 +152,20 @@ YamlV2Scalar ResolvePlainScalar(std::string_view s) {
   const char c = s[0];
   // resolve.go: only a scalar whose first byte hints at one is resolved;
   // the words above are its map, which a 'M' hint only looks up.
+  YamlV2Scalar r;
   if (c == '+' || c == '-' || IsDigit(c)) {
-    if (In(s, kNotFinite)) return {Kind::kNotFinite, ""};
+    if (NotFinite(s, &r)) return r;
     const std::string plain = WithoutUnderscores(s);
     std::string json;
     if (GoInteger(plain, true, &json) || GoInteger(plain, false, &json)) return {Kind::kNumber, json};
-    if (YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json, true};
+    if (YamlStyleFloat(plain) && GoFloat(plain, &r)) return r;
     return {};
   }
   if (c == '.') {
-    if (In(s, kNotFinite)) return {Kind::kNotFinite, ""};
-    std::string json;
+    if (NotFinite(s, &r)) return r;
     // ParseFloat of the text as written: a '_' only between digits.
     const std::string plain = WithoutUnderscores(s);
-    if (GoUnderscoresOk(s) && YamlStyleFloat(plain) && GoFloat(plain, &json)) return {Kind::kNumber, json, true};
+    if (GoUnderscoresOk(s) && YamlStyleFloat(plain) && GoFloat(plain, &r)) return r;
     return {};
   }
   if (In(s, kTrues)) return {Kind::kBool, "true"};
@@ -166,12 +178,7 @@ std::string PlainKeyText(std::string_view s) {
   switch (r.kind) {
     case YamlV2Scalar::Kind::kNull: return "<nil>";
     case YamlV2Scalar::Kind::kBool: return r.json;
-    case YamlV2Scalar::Kind::kNotFinite:
-      return s.find("nan") != std::string_view::npos || s.find("NaN") != std::string_view::npos ||
-                     s.find("NAN") != std::string_view::npos
-                 ? "NaN"
-             : s[0] == '-' ? "-Inf"
-                           : "+Inf";
+    case YamlV2Scalar::Kind::kNotFinite: return std::isnan(r.value) ? "NaN" : r.value < 0 ? "-Inf" : "+Inf";
     case YamlV2Scalar::Kind::kNumber: {
       // An integer's decimal text is its %v; a float's is Go's
       // FormatFloat(f, 'g', -1, 64): the shortest digits, in exponent form
@@ -180,8 +187,7 @@ std::string PlainKeyText(std::string_view s) {
       // By the type upstream's reader gave it, not by its text: 0xE00000
       // is an integer, 0123456789 (no octal) a float.
       if (!r.is_float) return r.json;
-      double v = 0;
-      std::from_chars(r.json.data(), r.json.data() + r.json.size(), v);
+      const double v = r.value;
       char buf[40];
       char* end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific).ptr;
       const std::string_view sci(buf, static_cast<size_t>(end - buf));

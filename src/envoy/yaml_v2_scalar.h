@@ -28,6 +28,7 @@ struct YamlV2Scalar {
   // "0.5"); kString: empty (the scalar's own text is the string).
   std::string json;
   bool is_float = false;  // kNumber: a float64 upstream (else an int or a uint64)
+  double value = 0;       // a float's value (kNotFinite: NaN or an infinity)
 };
 
 // How yaml.v2 resolves the plain (unquoted) scalar `s`.
