@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace frs {
 
@@ -47,6 +48,11 @@ class JsonWriter {
   // Inserts already-serialized JSON as one value.
   JsonWriter& Raw(std::string_view json);
   const std::string& str() const { return out_; }
+  // The text, moved out without a copy; the writer is spent after it.
+  std::string Take() { return std::move(out_); }
+  // Room for `bytes` of text, made once: a writer whose length is known
+  // about (an export line) grows without copies.
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
 
  private:
   void Separate();

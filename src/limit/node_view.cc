@@ -10,7 +10,6 @@
 // blocks to the importing map's rules by that tag, as a reload does.
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <span>
 #include <unordered_map>
@@ -28,9 +27,10 @@ namespace frs::limit {
 namespace {
 
 std::string Hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<size_t>(i)] = kHex[v & 15];
+  return out;
 }
 
 bool ParseHex64(std::string_view s, uint64_t* out) {
@@ -273,6 +273,7 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = map->FindId(node.biz);
   JsonWriter w;
+  w.Reserve(320 + 3 * node.key.size() + 2 * node.state.size());  // a line made once (a snapshot makes one a node)
   w.BeginObject();
   w.Key("biz").Int(node.biz);
   w.Key("biz_name").String(biz ? std::string_view(biz->cfg.name) : std::string_view());
@@ -352,7 +353,7 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   w.EndArray();
   if (!reservations.empty()) w.Key("reservations").String(reservations);
   w.EndObject();
-  return w.str();
+  return w.Take();
 }
 
 namespace {

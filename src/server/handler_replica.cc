@@ -222,6 +222,22 @@ bool WaitForWorkersOutside(Metrics& metrics, int64_t deadline) {
   return true;
 }
 
+// The answer's bytes, guessed before the reading so that the body is made
+// once: grown by doubling, a 300,000-node answer (80 MB) was copied and its
+// pages first touched twice over, a third of the reading's time, while every
+// request of the shard waited. A node's line is about 270 bytes (one rule,
+// no key kept) and the asker's share of the nodes is the routes it owns or
+// follows, two shards' worth of the ring. A guess short of it costs one
+// more doubling; past 1 GiB, the body grows as it goes.
+size_t SnapshotBytesGuess(const StoreStats& st, int64_t file, size_t shards) {
+  constexpr uint64_t kLineBytes = 288, kMost = uint64_t{1} << 30;
+  const uint64_t nodes = file >= 0 && static_cast<size_t>(file) < st.per_file.size()
+                             ? st.per_file[static_cast<size_t>(file)].nodes_used
+                             : st.total.nodes_used;
+  const uint64_t share = shards > 2 ? nodes * 2 / shards + 1 : nodes;
+  return static_cast<size_t>(std::min(kMost, share * kLineBytes + 4096));
+}
+
 }  // namespace
 
 // Lease ids verify on both holders only under one key: a sender keyed
@@ -1024,7 +1040,10 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
   ForgetMissedSnapshotOf(peer);  // before the hold: it writes and syncs a file
   const std::string parked = q.parked ? ParkedForSnapshot(peer) : std::string();
   const int64_t deadline = MonoNs() + kSnapshotHoldNs;
-  SnapshotHold hold(*shared, deadline);
+  // Held for the reading only: what follows it (the log line, the kept-aside
+  // changes appended) goes on with the workers serving again.
+  std::optional<SnapshotHold> hold;
+  hold.emplace(*shared, deadline);
   const std::string too_long = "/replicate: the store could not be read within the snapshot's hold (" +
                                std::to_string(kSnapshotHoldNs / 1000000000) + " s): every count would not be exact";
   if (!WaitForWorkersOutside(*metrics_, deadline)) {
@@ -1034,6 +1053,7 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   body_.clear();
+  body_.reserve(SnapshotBytesGuess(st, q.have_file ? static_cast<int64_t>(q.file) : -1, c.ring->shards().size()));
   body_ += "snapshot " + std::to_string(int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000) + " files " +
            std::to_string(st.geometry.files) + "\n";
   AppendCarriedLines(pi);
@@ -1066,15 +1086,18 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_
     TextBody(503, "/replicate: " + walk.message(), status);
     return;
   }
-  if (MonoNs() >= deadline) {  // the workers went on before the reading ended
+  const int64_t read_ns = MonoNs();
+  hold.reset();
+  if (read_ns >= deadline) {  // the workers went on before the reading ended
     TextBody(503, too_long, status);
     return;
   }
-  // Every request of this shard waited meanwhile: said, as a stall a
-  // large store makes (300,000 nodes: 518 ms on the 2-core test VM) must be seen.
+  // Every request of this shard waited meanwhile: said, as a stall a large
+  // store makes (300,000 nodes: 264 ms on the 2-core test VM,
+  // tools/bench/snapshot_hold.py) must be seen.
   FRS_LOG("replicas: a snapshot for %s: %zu node(s), %zu bytes; this shard's requests waited %lld ms for the reading",
           c.ring->shards()[pi].name.c_str(), sent, body_.size(),
-          static_cast<long long>((MonoNs() - deadline + kSnapshotHoldNs) / 1000000));
+          static_cast<long long>((read_ns - deadline + kSnapshotHoldNs) / 1000000));
   if (!parked.empty()) {
     body_ += kParkedFirstLine;
     body_ += parked;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 
 namespace frs {
@@ -49,6 +50,32 @@ TEST(JsonEscape, IntoWritesAtMostSixBytesAByte) {
   char* end = JsonEscapeInto(worst, buf.data());
   EXPECT_EQ(end, buf.data() + buf.size());
   EXPECT_EQ(buf.substr(0, 12), "\\u0001\\u0001");
+}
+
+// AppendJsonEscaped copies a plain prefix 16 bytes a step, then escapes the
+// rest byte by byte (JsonEscapeInto): the two must agree wherever the first
+// byte to escape falls, in a step, on its edge or in the tail.
+TEST(JsonEscape, PlainPrefixAgreesWithTheByteEscaperAtEveryPosition) {
+  const std::string specials[] = {"\"",   "\\",   std::string(1, '\0'), "\x1f",    "\x7f",
+                                  "\x80", "\xff", "\xc3\xa9",           "\xe4\xb8"};
+  for (const size_t len : std::initializer_list<size_t>{0, 1, 15, 16, 17, 31, 32, 33, 47}) {
+    for (size_t at = 0; at <= len; ++at) {
+      for (const std::string& special : specials) {
+        std::string s(len, 'a');
+        for (size_t i = 0; i < len; ++i) s[i] = static_cast<char>(' ' + (i * 7) % 94);  // printable, no DEL
+        for (char& c : s)
+          if (c == '"' || c == '\\') c = 'q';
+        s.insert(at, special);
+        std::string expected(kJsonEscapedBytesPerByte * s.size(), '\0');
+        expected.resize(static_cast<size_t>(JsonEscapeInto(s, expected.data()) - expected.data()));
+        EXPECT_EQ(JsonEscaped(s), expected) << "length " << len << ", special at " << at;
+      }
+    }
+  }
+  // A byte of 0x80 or more is below 0x20 as a signed byte: the step stops
+  // there, and a well-formed character after 16 plain bytes is kept.
+  EXPECT_EQ(JsonEscaped(std::string(16, 'x') + "\xc3\xa9"), std::string(16, 'x') + "\xc3\xa9");
+  EXPECT_EQ(JsonEscaped(std::string(16, 'x') + "\x80"), std::string(16, 'x') + "\\u0080");
 }
 
 }  // namespace
