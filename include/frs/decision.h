@@ -84,6 +84,16 @@ inline constexpr size_t kMaxRulesPerBiz = 4;
 inline constexpr size_t kRuleNameBytes = 32;     // a rule's policy name, NUL included
 inline constexpr int64_t kMaxUses = 2147483647;  // n and count: 1..2^31-1
 
+// Which lease and reservation serials a grant draws (a key's ids carry
+// them). A route's two holders (<cluster replicas>) may both grant on one
+// key at once, each before the other's copy arrives: drawn from one
+// sequence, the two grants took the same serial, two clients held one id,
+// the copy took the other holder's grant for its own lease again, and the
+// first release freed both (found from outside: 11 leases held at once on
+// a max of 3). The owner of the route draws odd serials, its successor even
+// ones; a lone holder every one.
+enum class SerialHalf : uint8_t { kAll, kOdd, kEven };
+
 struct Request {
   Cmd cmd = Cmd::kQuery;
   std::string_view biz;  // name or numeric id
@@ -117,6 +127,8 @@ struct Request {
   // override counts in a biz whose own limit never denies; the call's limit
   // decides, and its denials belong in the biz's statistics all the same.
   int64_t stats_limit = -1;
+  // kAcquire (and kSet of a concurrency rule): the serials its grants draw.
+  SerialHalf serial_half = SerialHalf::kAll;
 };
 
 // retry_after of a denial that no wait can cure: n is above what the rule

@@ -269,8 +269,8 @@ bool FreePlace(const RuleSpec& spec, uint8_t* block, uint32_t serial) {
 // serial in it is held); false when `max` are held. The block's length is
 // rounded up to 32 bytes, so it has more places than max: a free place is
 // not a free lease, and every path that adds one (record, set, merge)
-// checks max here or as Merge does.
-bool Grant(const RuleSpec& spec, uint8_t* block) {
+// checks max here or as Merge does. Its serial is the next one in `half`.
+bool Grant(const RuleSpec& spec, uint8_t* block, SerialHalf half) {
   PlaceTable p(block, spec.bytes);
   int64_t held = 0;
   uint32_t from = 0;  // the first place that may be free
@@ -290,6 +290,7 @@ bool Grant(const RuleSpec& spec, uint8_t* block) {
     if (p.Serial(i) != 0) continue;
     uint32_t serial = Load32(block + kNextAt);
     if (serial == 0 || serial > Concurrency::kMaxSerial) serial = 1;
+    serial = SerialInHalf(serial, half, Concurrency::AfterSerial);
     Store32(block + kNextAt, Concurrency::AfterSerial(serial));
     if (Load32(block + kNonceAt) == 0) Store32(block + kNonceAt, NewIdNonce());
     p.Set(i, serial, int64_t{spec.interval} + 1);
@@ -348,14 +349,14 @@ void Concurrency::Record(const RuleSpec& spec, uint8_t* block, const Now& now, i
   (void)n;
   const int64_t t = ClampedNow(block, now);
   Rebase(spec, block, t);
-  Grant(spec, block);
+  Grant(spec, block, now.serial_half);
 }
 
 void Concurrency::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count, Ended* ended) {
   const int64_t t = ClampedNow(block, now);
   Rebase(spec, block, t);
   int64_t held = KeepLatest(spec, block, count, ended);
-  while (held < count && Grant(spec, block)) ++held;
+  while (held < count && Grant(spec, block, now.serial_half)) ++held;
 }
 
 int64_t Concurrency::BaseS(std::span<const uint8_t> block) {

@@ -81,8 +81,11 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   std::shared_ptr<const Map> map = SharedMap();
   BizCache bizzes(*map);
   stats::StatsTally tally(statistics_->daily());
-  // One instant for the whole batch: its members are judged together.
-  const Now now = NowAt();
+  // One instant for the whole batch: its members are judged together. And
+  // one half of the serials: the server's batches route as one (their
+  // members' halves are the same).
+  Now now = NowAt();
+  if (!reqs.empty()) now.serial_half = reqs[0].serial_half;
   // Per thread, so that a batch allocates nothing once warm.
   thread_local std::vector<BatchMember> members;
   members.resize(reqs.size());

@@ -160,7 +160,8 @@ void EngineImpl::ExecuteInto(const Request& req, Decision* out) {
     ref = RefOf(*biz, req);
     store_->Prefetch(ref, Store::Prefetching::kHeadsAndChain);
   }
-  const Now now = NowAt();
+  Now now = NowAt();
+  now.serial_half = req.serial_half;
   bool created = false;
   DecideOne(*biz, req, ref, now, d, &created, id);
   d.biz_id = biz->cfg.id;

@@ -181,8 +181,8 @@ uint32_t Reservations::InUse(const uint8_t* table, uint32_t bytes, int64_t* firs
   return n;
 }
 
-bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s,
-                        Entry* out) {
+bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s, Entry* out,
+                        SerialHalf half) {
   // A free entry, else one a settle ahead holds (InUse does not count
   // those: its take is likely never to come here now).
   uint32_t pick = Cap(bytes);
@@ -191,9 +191,11 @@ bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_
   for (uint32_t i = 0; i < Cap(bytes) && pick == Cap(bytes); ++i)
     if (EntryAt(table, i).Ahead()) pick = i;
   if (pick == Cap(bytes)) return false;
+  constexpr auto after = [](uint32_t s) { return s == UINT32_MAX ? 1 : s + 1; };
   uint32_t serial = Load32(table + kResNextAt);
   if (serial == 0) serial = 1;
-  Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+  serial = SerialInHalf(serial, half, after);
+  Store32(table + kResNextAt, after(serial));
   if (Load32(table + kResNonceAt) == 0) Store32(table + kResNonceAt, NewIdNonce());
   // Held for at least reserve_s whole seconds, as a lease.
   *out = Entry{serial, estimate, now_s, now_s + reserve_s + 1};
@@ -241,8 +243,16 @@ bool Reservations::Predates(const uint8_t* table, uint32_t bytes, uint32_t seria
 
 void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e) {
   if (e.serial == 0 || Cap(bytes) == 0) return;
-  // The sender's nonce: its ids must verify here after a failover.
-  Store32(table + kResNonceAt, nonce);
+  // The sender's nonce, so that its ids verify here after a failover;
+  // unless this table holds reservations of its own nonce (both holders
+  // made the key's table at the same instant): their ids are its clients',
+  // taken here, and a nonce replaced made every one of them refused here
+  // (found from outside). The sender's then verify on the sender only, and
+  // expire here at their estimates when it is gone; their serials, of the
+  // other half (frs/decision.h), are never this table's own.
+  bool own = false;
+  for (uint32_t i = 0; i < Cap(bytes) && !own; ++i) own = EntryAt(table, i).Taken();
+  if (Load32(table + kResNonceAt) == 0 || !own) Store32(table + kResNonceAt, nonce);
   // Never taken here again: the next serial passes it (a wrap excepted).
   // Only forward: the sender's workers send on links of their own, so a
   // take of an earlier serial can arrive after a later one, and a serial
@@ -257,9 +267,23 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   for (uint32_t i = 0; i < Cap(bytes) && place < 0; ++i)
     if (EntryAt(table, i).Ahead()) place = i;  // a settle kept ahead gives its place before a held one
   if (place < 0) {
-    place = 0;
-    for (uint32_t i = 1; i < Cap(bytes); ++i)
-      if (EntryAt(table, i).Load().expires < EntryAt(table, static_cast<uint32_t>(place)).Load().expires) place = i;
+    // Every entry held: both holders took at the same instant (each table
+    // holds the reservations of both), more than the biz's bound. The one
+    // that goes is of the sender's half of the serials (frs/decision.h),
+    // the one expiring first, this one included: the sender holds it and
+    // settles it, and here its estimate stays counted as at its expiry.
+    // Never one this holder took: its client's settle here would answer
+    // 410 (found from outside, 12 clients on a key of 8).
+    const uint32_t theirs = e.serial & 1;
+    int64_t first = e.expires;
+    for (uint32_t i = 0; i < Cap(bytes); ++i) {
+      const Entry held = EntryAt(table, i).Load();
+      if ((held.serial & 1) == theirs && held.expires < first) {
+        first = held.expires;
+        place = i;
+      }
+    }
+    if (place < 0) return;  // this one expires first: left out here
   }
   // The same reservation again keeps its mark; another one in its place
   // was taken after any rule this node has.

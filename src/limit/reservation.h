@@ -107,8 +107,10 @@ struct Reservations {
   // (when given): those and the settles kept ahead (SettledAhead), every
   // entry that is not free.
   static uint32_t InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry, uint32_t* occupied = nullptr);
-  // Takes a free entry for `estimate` (false: all held); makes the nonce.
-  static bool Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s, Entry* out);
+  // Takes a free entry for `estimate` (false: all held), its serial the
+  // next one in `half` (frs/decision.h); makes the nonce.
+  static bool Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s, Entry* out,
+                   SerialHalf half = SerialHalf::kAll);
   // The entry of `serial`, held or not (false: none has it now).
   static bool Get(const uint8_t* table, uint32_t bytes, uint32_t serial, Entry* out);
   static void Free(uint8_t* table, uint32_t bytes, uint32_t serial);
@@ -118,8 +120,10 @@ struct Reservations {
   static bool Predates(const uint8_t* table, uint32_t bytes, uint32_t serial);
   // The other holder's reservation `e`, taken under its table's `nonce`
   // (a replica's copy): kept under the same serial, the serials after it
-  // are the sender's next; when every entry is held, the one expiring first
-  // gives its place (charged its estimate, as at its expiry).
+  // are the sender's next; when every entry is held (both holders took at
+  // once), the one of the sender's half of the serials expiring first, `e`
+  // included, is left out here (charged its estimate, as at its expiry):
+  // never one this holder took.
   static void Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e);
   // A replica's copy: the other holder settled `serial` (expiring at
   // `expires`) at `real` at second `settled_s`, and its take has not come

@@ -177,7 +177,7 @@ void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::s
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d) {
   const Table t = TableOf(biz, ref);
   Reservations::Entry e;
-  if (!t || !Reservations::Take(t.p, t.bytes, n, now.s, reserve_s, &e)) return;
+  if (!t || !Reservations::Take(t.p, t.bytes, n, now.s, reserve_s, &e, now.serial_half)) return;
   d->res_serial = e.serial;
   d->res_nonce = Reservations::Nonce(t.p);
   d->res_mac = Reservations::Mac(secret, biz.id, Reservations::Nonce(t.p), e.serial, key);

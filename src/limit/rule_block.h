@@ -97,8 +97,21 @@ struct Now {
   int64_t ms = 0;
   int64_t s = 0;  // floor(ms / 1000)
   const TimeZone* tz = nullptr;
+  // The serials a lease or a reservation granted at this instant draws
+  // (frs/decision.h): the request's, carried with its time to the blocks.
+  SerialHalf serial_half = SerialHalf::kAll;
   static Now At(int64_t ms, const TimeZone* tz) { return Now{ms, ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000), tz}; }
 };
+
+// `serial`, or the first serial after it in `half`: `after` steps one on,
+// wrapping to 1 after the sequence's last serial, which is odd (so that at
+// most two steps reach either half).
+template <typename After>
+constexpr uint32_t SerialInHalf(uint32_t serial, SerialHalf half, After after) {
+  while ((half == SerialHalf::kOdd && serial % 2 == 0) || (half == SerialHalf::kEven && serial % 2 != 0))
+    serial = after(serial);
+  return serial;
+}
 
 // A block whose time is ahead of the clock (a clock stepped back, or a
 // state written by a clock ahead) is judged at its own time `t`, held

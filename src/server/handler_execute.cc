@@ -98,6 +98,10 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
         return false;
       }
       if (as_successor && counters_) CounterAdd(counters_->replica.served_for_owner);
+      // Both holders may grant on one key at once: their leases' and
+      // reservations' serials come from halves of the key's (decision.h).
+      const SerialHalf half = as_successor ? SerialHalf::kEven : SerialHalf::kOdd;
+      for (WireRequest& r : reqs) r.serial_half = half;
       return true;
     }
   }

@@ -32,6 +32,7 @@ struct WireRequest {
   int64_t reserve = 0;           // cmd="acquire": hold n for this many seconds
   uint32_t route_pos = 0;        // filled by the handler
   bool route_known = false;
+  SerialHalf serial_half = SerialHalf::kAll;  // filled by the handler: which holder of the route this shard is
   int64_t n = 1;
   int64_t count = 0;
   bool has_token = false;
@@ -48,6 +49,7 @@ struct WireRequest {
     r.reserve = reserve;
     r.route_pos = route_pos;
     r.route_known = route_known;
+    r.serial_half = serial_half;
     return r;
   }
 };

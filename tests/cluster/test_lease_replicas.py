@@ -469,6 +469,30 @@ class LeaseReplicas(unittest.TestCase):
             b.get("/query?biz=t&key=" + k)[1],
         )
 
+    def test_8_each_holder_grants_ids_of_its_own_half_of_the_serials(self):
+        # Both holders may grant on one key at once (two proxies that
+        # disagree): the owner's ids carry odd serials, its successor's even
+        # ones (the id's first 8 hex digits), so two grants made at the same
+        # instant are never one id, and each release frees its own lease on
+        # both holders (docs/cluster.md, "Both holders serving one key").
+        a, b, k = self.a, self.b, self.p.keys[15]
+        got = []
+        for holder in (a, a, b):  # max 3
+            st, lease = holder.acquire(k)
+            self.assertEqual(st, 200)
+            got.append(lease)
+        self.assertEqual([int(x[:8], 16) % 2 for x in got], [1, 1, 0])
+        self.assertEqual(len(set(got)), 3)
+        self.assertEqual(a.held(k), b.held(k))
+        self.assertEqual(a.release(k, got[2]), 200)  # the successor's, on the owner
+        self.assertEqual(sorted(b.held(k)), sorted(got[:2]))
+        taken = [x.get("/acquire?biz=t&key=%s&n=5&reserve=60" % k) for x in (self.p.a, self.p.a, self.p.b)]
+        self.assertEqual([st for st, _ in taken], [200, 200, 200])
+        self.assertEqual([int(attr(body, "reservation")[:8], 16) % 2 for _, body in taken], [1, 1, 0])
+        self.assertEqual(b.release(k, got[0]), 200)  # the owner's, on the successor
+        self.assertEqual(a.release(k, got[1]), 200)
+        self.assertEqual(a.held(k), {})
+
 
 def worker_of(conn, shard):
     """The pid of `shard`'s worker that serves `conn` (a connected

@@ -832,6 +832,74 @@ TEST(LeaseBlock, ALeaseOfAnotherSeriesIsAnotherLeaseOnTheCopy) {
   EXPECT_EQ(limit::Concurrency::Find(spec, block.data(), now, 7, &own), limit::Concurrency::Found::kHeld);
 }
 
+// The two holders of a route grant on one key at once, each before the
+// other's copy arrives: the owner draws odd serials, the successor even
+// ones, so the two grants are two leases on both copies, and the release of
+// one frees that one alone. Drawn from one sequence they were the same
+// serial: each copy took the other's grant for its own lease again, held one
+// place for two clients, and the first release freed it for a third while
+// the second still ran (found from outside: 11 held at once on a max of 3).
+TEST(LeaseBlock, TwoHoldersGrantingAtOnceDrawApartSerials) {
+  const limit::RuleSpec spec = ThreeLeaseRule();
+  limit::Now owner_now = limit::Now::At(kDay0 * 1000, nullptr), successor_now = owner_now;
+  owner_now.serial_half = SerialHalf::kOdd;
+  successor_now.serial_half = SerialHalf::kEven;
+  std::vector<uint8_t> owner(spec.bytes), successor(spec.bytes);
+  limit::Concurrency::Record(spec, owner.data(), owner_now, 1);  // the node made on the owner
+  const uint32_t nonce = limit::Concurrency::Nonce(owner.data());
+  limit::Concurrency::Lease held[8];
+  ASSERT_EQ(limit::Concurrency::Held(spec, owner.data(), owner_now, held), 1u);
+  const uint32_t first = held[0].serial;
+  EXPECT_EQ(first % 2, 1u);
+  limit::Concurrency::Adopt(spec, successor.data(), successor_now, first, kDay0 + 11, nonce);
+  // Now both grant at the same instant, from the same next serial.
+  ASSERT_EQ(limit::Concurrency::NextSerial(owner.data()), limit::Concurrency::NextSerial(successor.data()));
+  limit::Concurrency::Record(spec, owner.data(), owner_now, 1);
+  limit::Concurrency::Record(spec, successor.data(), successor_now, 1);
+  uint32_t on_owner = 0, on_successor = 0;
+  ASSERT_EQ(limit::Concurrency::Held(spec, owner.data(), owner_now, held), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    if (held[i].serial != first) on_owner = held[i].serial;
+  ASSERT_EQ(limit::Concurrency::Held(spec, successor.data(), successor_now, held), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    if (held[i].serial != first) on_successor = held[i].serial;
+  EXPECT_EQ(on_owner % 2, 1u);
+  EXPECT_EQ(on_successor % 2, 0u);
+  ASSERT_NE(on_owner, on_successor);
+  // Each copy takes the other's grant: three leases on both, the same three.
+  limit::Concurrency::Adopt(spec, owner.data(), owner_now, on_successor, kDay0 + 11, nonce);
+  limit::Concurrency::Adopt(spec, successor.data(), successor_now, on_owner, kDay0 + 11, nonce);
+  EXPECT_EQ(limit::Concurrency::Held(spec, owner.data(), owner_now, held), 3u);
+  EXPECT_EQ(limit::Concurrency::Held(spec, successor.data(), successor_now, held), 3u);
+  // The owner's client releases its lease: the successor's client keeps its own.
+  ASSERT_TRUE(limit::Concurrency::Free(spec, owner.data(), owner_now, on_owner));
+  ASSERT_TRUE(limit::Concurrency::FreeAdopted(spec, successor.data(), successor_now, on_owner, nonce));
+  limit::Concurrency::Lease own;
+  EXPECT_EQ(limit::Concurrency::Find(spec, owner.data(), owner_now, on_successor, &own),
+            limit::Concurrency::Found::kHeld);
+  EXPECT_EQ(limit::Concurrency::Find(spec, successor.data(), successor_now, on_successor, &own),
+            limit::Concurrency::Found::kHeld);
+  EXPECT_EQ(limit::Concurrency::Held(spec, owner.data(), owner_now, held), 2u);
+  EXPECT_EQ(limit::Concurrency::Held(spec, successor.data(), successor_now, held), 2u);
+  // Either half passes the sequence's last serial, which is odd: the
+  // successor's next is 2, the owner's 1.
+  std::vector<uint8_t> wrap(spec.bytes);
+  limit::Concurrency::Record(spec, wrap.data(), successor_now, 1);
+  limit::Store32(wrap.data() + limit::Concurrency::kNextAt, limit::Concurrency::kMaxSerial);
+  limit::Concurrency::Record(spec, wrap.data(), successor_now, 1);
+  ASSERT_EQ(limit::Concurrency::Held(spec, wrap.data(), successor_now, held), 2u);
+  EXPECT_TRUE(held[0].serial == 2 || held[1].serial == 2) << held[0].serial << " " << held[1].serial;
+  EXPECT_EQ(limit::Concurrency::NextSerial(wrap.data()), 3u);
+  uint8_t table[limit::Reservations::kHeaderBytes + 2 * limit::Reservations::kEntryBytes] = {};
+  limit::Store32(table, limit::Reservations::Tag(sizeof table));
+  limit::Reservations::Entry a, b;
+  ASSERT_TRUE(limit::Reservations::Take(table, sizeof table, 5, kDay0, 60, &a, SerialHalf::kEven));
+  limit::Store32(table + 4, UINT32_MAX);
+  ASSERT_TRUE(limit::Reservations::Take(table, sizeof table, 5, kDay0, 60, &b, SerialHalf::kOdd));
+  EXPECT_EQ(a.serial, 2u);
+  EXPECT_EQ(b.serial, UINT32_MAX);
+}
+
 // A grant the sender sends already over (its lease ended there before it
 // went) holds nothing on the copy, but its serial is never granted there.
 // A set to fewer drops the same leases on both holders whatever the order

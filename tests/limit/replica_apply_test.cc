@@ -920,6 +920,42 @@ TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
   EXPECT_FALSE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 2).ok());
 }
 
+// Both holders grant on one key at once (two proxies that disagree), each
+// before the other's copy arrives: the owner's grant draws an odd serial,
+// the successor's an even one (the server sets each request's half by the
+// route), so each copy holds both leases, and each client's release frees
+// its own alone. From one sequence, both drew serial 2: each copy took the
+// other's grant for its own lease 2, held one lease for two clients, and
+// the first release freed the place of both (found from outside: 11 held at
+// once on a max of 3).
+TEST_F(LeaseReplicaTest, TwoHoldersGrantingAtOnceHoldTwoLeasesAndFreeEachAlone) {
+  const auto acquire = [](Engine& e, SerialHalf half) {
+    return e.Execute(Request{.cmd = Cmd::kAcquire, .biz = "lease", .key = "both", .serial_half = half});
+  };
+  const Decision first = acquire(*owner_, SerialHalf::kOdd);
+  ASSERT_TRUE(Ship(1).value());
+  const Decision on_owner = acquire(*owner_, SerialHalf::kOdd);
+  const Decision on_successor = acquire(*replica_, SerialHalf::kEven);
+  ASSERT_TRUE(on_owner.allowed && on_successor.allowed);
+  EXPECT_EQ(first.lease_serial % 2, 1u);
+  EXPECT_EQ(on_owner.lease_serial % 2, 1u);
+  EXPECT_EQ(on_successor.lease_serial % 2, 0u);
+  ASSERT_TRUE(Ship(2).value());
+  ASSERT_TRUE(ShipBack(1).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kQuery, "lease", "both").count, 3);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "both").count, 3);
+  EXPECT_FALSE(acquire(*owner_, SerialHalf::kOdd).allowed);
+  // The owner's client releases: the successor's client's lease is held on both.
+  ASSERT_TRUE(Lease(*owner_, Cmd::kRelease, "both", Id(on_owner)).released);
+  ASSERT_TRUE(Ship(3).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kQuery, "lease", "both").count, 2);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "both").count, 2);
+  EXPECT_TRUE(Lease(*owner_, Cmd::kRenew, "both", Id(on_successor)).ok());
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "both", Id(on_successor)).released);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "both", Id(first)).released);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "both").count, 0);
+}
+
 // Reservations replicate as leases do: the replica holds the owner's under
 // the same ids, settles one once, and a settle on either side moves the
 // other's counts the same (docs/cluster.md, "Leases on replicas").
@@ -1040,6 +1076,57 @@ TEST_F(ReservationReplicaTest, ACopyServingKeepsASettleAheadWhenItReserves) {
   ASSERT_TRUE(Apply(r1.take, "w0", 1).value());
   EXPECT_EQ(Count(*owner_, "fo"), 3);
   EXPECT_EQ(Count(*replica_, "fo"), 3 + 5);
+}
+
+// Reservations taken on both holders of a key at once: two reservations
+// under two ids on both copies, each settled once, and both holders count
+// the same. From one sequence both were one serial: each copy took the
+// other's take for its own, the first settle ended both, and the second
+// client's settle answered 410 (found from outside; the holders then stayed
+// 76 apart until the window ended). Two tables made at the same instant
+// each kept the other's nonce, and no id verified on the holder that
+// answered it.
+TEST_F(ReservationReplicaTest, TwoHoldersReservingAtOnceSettleEachOnce) {
+  const auto reserve = [](Engine& e, int64_t n, SerialHalf half) {
+    return e.Execute(
+        Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = "both", .n = n, .reserve = 60, .serial_half = half});
+  };
+  const Decision on_owner = reserve(*owner_, 10, SerialHalf::kOdd);
+  const Decision on_successor = reserve(*replica_, 20, SerialHalf::kEven);
+  ASSERT_TRUE(on_owner.allowed && on_successor.allowed);
+  ASSERT_NE(on_owner.res_serial, on_successor.res_serial);
+  ASSERT_TRUE(Ship(1).value());
+  ASSERT_TRUE(ShipBack(1).value());
+  EXPECT_EQ(Count(*owner_, "both"), 30);
+  EXPECT_EQ(Count(*replica_, "both"), 30);
+  ASSERT_TRUE(Settle(*owner_, "both", on_owner, 4).settled);
+  ASSERT_TRUE(Settle(*replica_, "both", on_successor, 25).settled);
+  ASSERT_TRUE(Ship(2).value());
+  ASSERT_TRUE(ShipBack(2).value());
+  EXPECT_EQ(Count(*owner_, "both"), 4 + 25);
+  EXPECT_EQ(Count(*replica_, "both"), 4 + 25);
+  // The two tables were made at the same instant, each under a nonce of its
+  // own, which each keeps: an id verifies on the holder that took it only.
+  EXPECT_EQ(Settle(*replica_, "both", on_owner, 4).status.code(), Status::Code::kConflict);
+
+  // A key whose table both hold already (one nonce): each id settles on
+  // either holder, once.
+  const Decision shared = reserve(*owner_, 1, SerialHalf::kOdd);
+  ASSERT_TRUE(Ship(3).value());
+  const Decision a = reserve(*owner_, 10, SerialHalf::kOdd), b = reserve(*replica_, 20, SerialHalf::kEven);
+  ASSERT_TRUE(a.allowed && b.allowed);
+  ASSERT_NE(a.res_serial, b.res_serial);
+  ASSERT_TRUE(Ship(4).value());
+  ASSERT_TRUE(ShipBack(3).value());
+  ASSERT_TRUE(Settle(*replica_, "both", a, 2).settled);  // the owner's, on the successor
+  ASSERT_TRUE(Settle(*owner_, "both", b, 7).settled);    // the successor's, on the owner
+  ASSERT_TRUE(Settle(*owner_, "both", shared, 1).settled);
+  ASSERT_TRUE(Ship(5).value());
+  ASSERT_TRUE(ShipBack(4).value());
+  EXPECT_EQ(Count(*owner_, "both"), 4 + 25 + 1 + 2 + 7);
+  EXPECT_EQ(Count(*replica_, "both"), 4 + 25 + 1 + 2 + 7);
+  EXPECT_EQ(Settle(*owner_, "both", a, 2).status.code(), Status::Code::kGone);
+  EXPECT_EQ(Settle(*replica_, "both", b, 7).status.code(), Status::Code::kGone);
 }
 
 // The sender's clock 5 s ahead: a change is moved back by as many seconds

@@ -854,6 +854,38 @@ TEST(ReservationTable, InUseCountsTheEntriesAndFindsTheFirstExpiry) {
   EXPECT_EQ(first, 1061);
 }
 
+// Both holders took at once, past the bound: a copy whose every entry is
+// held leaves out one of the sender's half of the serials (the one
+// expiring first, the new one included), never one it took itself, whose
+// client would be answered 410 at its settle here.
+TEST(ReservationTable, AFullCopyLeavesOutTheSendersReservationNeverItsOwn) {
+  using limit::Reservations;
+  uint8_t table[Reservations::kHeaderBytes + 3 * Reservations::kEntryBytes];
+  const uint32_t bytes = sizeof table;
+  Reservations::Rebuild({}, table, 3);
+  Reservations::Entry own1, own2;
+  ASSERT_TRUE(Reservations::Take(table, bytes, 5, 1000, 9, &own1, SerialHalf::kEven));  // expires 1010: the first
+  ASSERT_TRUE(Reservations::Take(table, bytes, 5, 1000, 60, &own2, SerialHalf::kEven));
+  const uint32_t nonce = Reservations::Nonce(table);
+  Reservations::Adopt(table, bytes, nonce, Reservations::Entry{7, 5, 1000, 1040});  // the sender's: odd
+  int64_t first = 0;
+  ASSERT_EQ(Reservations::InUse(table, bytes, &first), 3u);
+  // A fourth, the sender's: its earlier one (1040) goes, not own1 (1010).
+  Reservations::Adopt(table, bytes, nonce, Reservations::Entry{9, 5, 1000, 1050});
+  Reservations::Entry got;
+  EXPECT_TRUE(Reservations::Get(table, bytes, own1.serial, &got));
+  EXPECT_TRUE(Reservations::Get(table, bytes, own2.serial, &got));
+  EXPECT_FALSE(Reservations::Get(table, bytes, 7, &got));
+  EXPECT_TRUE(Reservations::Get(table, bytes, 9, &got));
+  // One expiring before every entry of the sender's here: left out itself.
+  Reservations::Adopt(table, bytes, nonce, Reservations::Entry{11, 5, 1000, 1020});
+  EXPECT_FALSE(Reservations::Get(table, bytes, 11, &got));
+  EXPECT_TRUE(Reservations::Get(table, bytes, 9, &got));
+  EXPECT_TRUE(Reservations::Get(table, bytes, own1.serial, &got));
+  // Never taken here again, whichever was left out.
+  EXPECT_EQ(Reservations::NextSerial(table), 12u);
+}
+
 TEST(ReservationMap, BoundsAndOverrunAreChecked) {
   auto parse = [](const std::string& body) { return limit::ParseMap("<map>" + body + "</map>", "map.xml"); };
   EXPECT_TRUE(parse(R"(<biz id="1" name="a" reservations="14"><rule interval="60" max="5"/></biz>)").ok());

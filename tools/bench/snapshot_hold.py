@@ -81,10 +81,14 @@ def one_run(frsd, n, work):
         a.kill9()
         shutil.rmtree(os.path.join(a.dir, "data"))
         a.start()
-        sent = [ln for ln in harness.processes.read_text(os.path.join(b.dir, "stderr")).splitlines()
-                if "a snapshot for" in ln and " 0 node(s)" not in ln]
-        took = [ln for ln in harness.processes.read_text(os.path.join(a.dir, "stderr")).splitlines()
-                if "caught up in" in ln]
+        sent = [
+            ln
+            for ln in harness.processes.read_text(os.path.join(b.dir, "stderr")).splitlines()
+            if "a snapshot for" in ln and " 0 node(s)" not in ln
+        ]
+        took = [
+            ln for ln in harness.processes.read_text(os.path.join(a.dir, "stderr")).splitlines() if "caught up in" in ln
+        ]
         m = re.search(r"(\d+) node\(s\), (\d+) bytes; this shard's requests waited (\d+) ms", sent[-1] if sent else "")
         t = re.search(r"caught up in (\d+) ms \(a new store; (\d+) node", took[-1] if took else "")
         if not m or not t:
@@ -112,8 +116,11 @@ def main():
             for b in bins:
                 sent, size, waited, taken, caught = one_run(b, args.keys, os.path.join(work, "run"))
                 waits[b].append(waited)
-                print("round %d %s: B sent %d node(s), %d bytes, its requests waited %d ms; A took %d in %d ms"
-                      % (r + 1, b, sent, size, waited, taken, caught), flush=True)
+                print(
+                    "round %d %s: B sent %d node(s), %d bytes, its requests waited %d ms; A took %d in %d ms"
+                    % (r + 1, b, sent, size, waited, taken, caught),
+                    flush=True,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for b in bins:
