@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -20,38 +21,68 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The directories the Envoy loader reads under `dir` (and `dir` itself):
+// every one reached through subdirectories and symbolic links, names
+// starting with '.' left out, as ReadEnvoyDir walks them; canonical, each
+// once, 16 levels at most (the loader refuses deeper trees).
+void ReachedDirs(const fs::path& dir, int depth, std::map<fs::path, fs::path>* reached, const fs::path& as_named) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec);
+  if (ec || !fs::is_directory(real, ec) || !reached->emplace(real, as_named).second || depth >= 16) return;
+  for (fs::directory_iterator it(real, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with(".")) continue;
+    std::error_code sub;
+    if (fs::is_directory(it->path(), sub)) ReachedDirs(it->path(), depth + 1, reached, as_named / name);
+  }
+}
+
 // Every change under <grpc config> reloads it (inotify, dot-files included:
 // a ConfigMap's ..data swap is one), and every file there is read as YAML:
 // a file frsd writes itself in it would reload it at each line written,
-// for ever, each reload refused (a Unix socket cannot even be read).
+// for ever, each reload refused (a Unix socket cannot even be read). Under
+// it means where the loader reads: through the directory's symbolic links
+// too (a link to frsd's log directory looped reloads five times a second,
+// each refused as a YAML error on the log: found from outside).
 Status CheckWrittenOutsideGrpcConfig(const srv::Context& ctx, const pugi::xml_node& root) {
   const SrvConfig& cfg = ctx.cfg();
   if (cfg.grpc_config.empty()) return Status::OK();
-  // Through symbolic links, as the watch and the loader see the files: a
-  // link to the directory is the directory.
   auto resolved = [](const std::string& p) {
     std::error_code ec;
     fs::path r = fs::weakly_canonical(p, ec);
     return ec ? fs::path(p).lexically_normal() : r;
   };
-  const fs::path dir = resolved(cfg.grpc_config);
+  std::map<fs::path, fs::path> reached;  // canonical -> as reached from <grpc config>
+  ReachedDirs(cfg.grpc_config, 0, &reached, cfg.grpc_config);
+  if (reached.empty()) reached.emplace(resolved(cfg.grpc_config), cfg.grpc_config);
   const struct {
     const std::string& path;
     const char* what;
     const char* element;
+    bool is_dir;
   } written[] = {
-      {cfg.logfile, "<log file>", "log"},     {cfg.decisions_file, "<decisions file>", "decisions"},
-      {cfg.pidfile, "<pidfile>", "pidfile"},  {cfg.store_dir, "<store dir>", "store"},
-      {cfg.grpc_unix, "<grpc unix>", "grpc"},
+      {cfg.logfile, "<log file>", "log", false},     {cfg.decisions_file, "<decisions file>", "decisions", false},
+      {cfg.pidfile, "<pidfile>", "pidfile", false},  {cfg.store_dir, "<store dir>", "store", true},
+      {cfg.grpc_unix, "<grpc unix>", "grpc", false},
   };
   for (const auto& w : written) {
     if (w.path.empty()) continue;
-    const fs::path rel = resolved(w.path).lexically_relative(dir);
-    if (!rel.empty() && *rel.begin() != ".." && rel.is_relative())
+    const fs::path at = resolved(w.path);
+    for (const auto& [dir, named] : reached) {
+      const fs::path rel = at.lexically_relative(dir);
+      // A file in a directory the loader reads, or a directory of frsd's
+      // (the store's) read as one of them or holding one.
+      const bool inside = !rel.empty() && *rel.begin() != ".." && rel.is_relative() && (w.is_dir || rel != ".");
+      const fs::path back = dir.lexically_relative(at);
+      const bool holds = w.is_dir && !back.empty() && *back.begin() != ".." && back.is_relative();
+      if (!inside && !holds) continue;
+      const std::string through =
+          named == fs::path(cfg.grpc_config) ? std::string() : " (through " + named.string() + ")";
       return ctx.Error(root.child(w.element), std::string(w.what) + " " + w.path + " lies inside <grpc config> " +
-                                                  cfg.grpc_config +
+                                                  cfg.grpc_config + through +
                                                   ", whose every change reloads the rate limit configuration: "
                                                   "frsd would reload at each write of its own");
+    }
   }
   return Status::OK();
 }

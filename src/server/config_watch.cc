@@ -27,7 +27,23 @@ void ConfigWatch::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   parent_wd_ = -1;
+  link_parents_.clear();
   dir_unwatched_ = false;
+}
+
+void ConfigWatch::WatchLinksOnPath(const std::string& dir) {
+  // Each proper prefix of the path, as written: a link among them swapped
+  // replaces the directory as surely as the directory's own link (one that
+  // cannot be watched is left: its own path's watches still see most).
+  for (size_t end = dir.find('/', 1); end != std::string::npos; end = dir.find('/', end + 1)) {
+    const std::string prefix = dir.substr(0, end);
+    struct stat st {};
+    if (prefix.empty() || ::lstat(prefix.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) continue;
+    const size_t slash = prefix.find_last_of('/');
+    const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix.substr(0, slash);
+    const int wd = ::inotify_add_watch(fd_, parent.c_str(), kParentEvents | IN_MASK_ADD);
+    if (wd >= 0) link_parents_[wd].insert(slash == std::string::npos ? prefix : prefix.substr(slash + 1));
+  }
 }
 
 Status ConfigWatch::AddTree(const std::string& dir, int depth, std::set<std::pair<dev_t, ino_t>>* seen) {
@@ -55,7 +71,7 @@ Status ConfigWatch::AddTree(const std::string& dir, int depth, std::set<std::pai
   return first;
 }
 
-Status ConfigWatch::Rearm(const std::string& dir) {
+Status ConfigWatch::Rearm(const std::string& dir, const std::vector<std::string>& unwatched) {
   Close();
   dir_ = dir;
   if (dir.empty()) return Status::OK();
@@ -66,9 +82,15 @@ Status ConfigWatch::Rearm(const std::string& dir) {
   base_ = slash == std::string::npos ? dir : dir.substr(slash + 1);
   parent_wd_ = ::inotify_add_watch(fd_, parent.c_str(), kParentEvents);
   if (parent_wd_ < 0) return Status::FromErrno("cannot watch " + parent + " (inotify)", errno);
+  WatchLinksOnPath(dir);
   // The directory's own dot entries (a ConfigMap's "..data" link) count as
-  // changes too: the watch on the directory itself reports them.
+  // changes too: the watch on the directory itself reports them. frsd's
+  // own directories count as walked already: never watched.
   std::set<std::pair<dev_t, ino_t>> seen;
+  for (const std::string& own : unwatched) {
+    struct stat st {};
+    if (!own.empty() && ::stat(own.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) seen.emplace(st.st_dev, st.st_ino);
+  }
   Status s = AddTree(dir, 0, &seen);
   // The directory itself, not one of its subdirectories (inotify's watch
   // limit): only a directory that does not resolve makes every change of
@@ -90,10 +112,16 @@ bool ConfigWatch::Drain() {
       off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
       if (ev->mask & IN_Q_OVERFLOW) {
         changed = true;  // events lost: reload to be sure
-      } else if (ev->wd == parent_wd_) {
-        if (dir_unwatched_ || (ev->len > 0 && base_ == ev->name)) changed = true;
+      } else if (const auto link = link_parents_.find(ev->wd); link != link_parents_.end() || ev->wd == parent_wd_) {
+        if (ev->wd == parent_wd_ && (dir_unwatched_ || (ev->len > 0 && base_ == ev->name))) changed = true;
+        if (link != link_parents_.end() && ev->len > 0 && link->second.count(ev->name) != 0) changed = true;
       } else if (!(ev->mask & IN_IGNORED)) {
-        changed = true;
+        // A hidden file's change is not one of the configuration's (the
+        // loader reads none): an editor's swap file, a sidecar's heartbeat
+        // reloaded everything each time. A ConfigMap's "..data" and
+        // "..2024_..." entries are: their names start with "..".
+        const bool hidden = ev->len > 0 && ev->name[0] == '.' && ev->name[1] != '.';
+        if (!hidden) changed = true;
       }
     }
   }

@@ -78,6 +78,7 @@ class Master {
   // Watches live_'s <grpc config> directory (ConfigWatch), or nothing.
   void WatchEnvoyConfig();
   void ReloadWatched();
+  void ConfigChanged();
   void Tick(int64_t now);
   // Kills a worker whose loop stopped turning (stall_watch.h).
   void WatchStalls(int64_t now);
@@ -109,7 +110,8 @@ class Master {
   int64_t next_eviction_report_ = 0;
   uint64_t evictions_live_seen_ = 0;
   ConfigWatch watch_;
-  int64_t watch_due_ns_ = -1;  // >= 0: the directory changed; reload once quiet until then
+  int64_t watch_due_ns_ = -1;   // >= 0: the directory changed; reload once quiet until then
+  int64_t watch_first_ns_ = 0;  // the first change since the last reload (kMaxWaitMs counts from it)
   // The reload due is only a second read of a <grpc config> directory that
   // a reload named anew (ReloadWatched): said as such, not as a change.
   bool watch_recheck_ = false;
@@ -120,7 +122,13 @@ class Master {
 };
 
 void Master::WatchEnvoyConfig() {
-  if (Status s = watch_.Rearm(live_.grpc ? live_.grpc_config : std::string()); !s.ok())
+  // The directories frsd writes in: never watched (config_watch.h).
+  const auto dir_of = [](const std::string& file) {
+    return file.empty() ? std::string() : std::filesystem::path(file).parent_path().string();
+  };
+  const std::vector<std::string> own = {dir_of(live_.logfile), dir_of(live_.decisions_file), dir_of(live_.pidfile),
+                                        dir_of(live_.grpc_unix), live_.store_dir};
+  if (Status s = watch_.Rearm(live_.grpc ? live_.grpc_config : std::string(), own); !s.ok())
     FRS_LOG("warning: <grpc config> changes may go unnoticed (SIGHUP reloads them): %s", s.message().c_str());
 }
 
@@ -137,9 +145,19 @@ void Master::ReloadWatched() {
   if (after == before) return;
   WatchEnvoyConfig();
   if (!after.empty()) {
-    watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kNsPerMs;
+    watch_first_ns_ = MonoNs();
+    watch_due_ns_ = watch_first_ns_ + ConfigWatch::kQuietMs * kNsPerMs;
     watch_recheck_ = true;
   }
+}
+
+// The reload waits for the directory's quiet, kMaxWaitMs at most from the
+// first change since the last one.
+void Master::ConfigChanged() {
+  const int64_t at = MonoNs();
+  if (watch_due_ns_ < 0) watch_first_ns_ = at;
+  watch_due_ns_ = std::min(at + ConfigWatch::kQuietMs * kNsPerMs, watch_first_ns_ + ConfigWatch::kMaxWaitMs * kNsPerMs);
+  watch_recheck_ = false;
 }
 
 bool Master::Spawn(uint32_t i) {
@@ -779,10 +797,7 @@ int Master::Run(const sigset_t* wait_mask) {
     // A change restarts the quiet period: the several steps of one update
     // (a ConfigMap's new directory and link, an editor's temp file and
     // rename) are one reload.
-    if (pfd.fd >= 0 && (pfd.revents & POLLIN) && watch_.Drain()) {
-      watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kNsPerMs;
-      watch_recheck_ = false;
-    }
+    if (pfd.fd >= 0 && (pfd.revents & POLLIN) && watch_.Drain()) ConfigChanged();
     if (f.child) {
       f.child = 0;
       Reap(/*stopping=*/false);

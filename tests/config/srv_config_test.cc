@@ -618,6 +618,27 @@ TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
                                  "<grpc listen=\"127.0.0.1:0\" config=\"rl-link\"/>\n</frs>"));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("lies inside <grpc config>"), std::string::npos) << c.status().message();
+  // Reached from the directory through a link in it, as the loader reads
+  // it (found from outside: a link to the log's directory reloaded five
+  // times a second, each refused; one to the store read its files as YAML).
+  TempDir r;
+  std::filesystem::create_directories(r / "rl/team");
+  std::filesystem::create_directories(r / "logs");
+  std::filesystem::create_directories(r / "data");
+  std::filesystem::create_directory_symlink("../../logs", r / "rl/team/l");
+  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("<log file> "), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("(through "), std::string::npos) << c.status().message();
+  std::filesystem::remove(r / "rl/team/l");
+  std::filesystem::create_directory_symlink("../data", r / "rl/st");
+  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("<store dir> "), std::string::npos) << c.status().message();
+  std::filesystem::remove(r / "rl/st");
+  std::filesystem::create_directory_symlink("../logs-elsewhere", r / "rl/dangling");
+  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
 }
 
 TEST(SrvConfig, MissingFileIsAnError) {

@@ -81,6 +81,56 @@ TEST(ConfigWatch, TheDirectorysLinkSwappedIsAChange) {
   EXPECT_TRUE(Changed(w));
 }
 
+// upstream's layout: RUNTIME_ROOT's "current" link two levels above the
+// directory of files (found from outside: swapped, nothing reloaded).
+TEST(ConfigWatch, ALinkFurtherUpThePathSwappedIsAChange) {
+  testing::TempDir t;
+  fs::create_directories(t / "rt/v1/ratelimit");
+  fs::create_directories(t / "rt/v2/ratelimit");
+  fs::create_directory_symlink("v1", t / "rt/current");
+  ConfigWatch w;
+  ASSERT_TRUE(w.Rearm(t / "rt/current/ratelimit").ok());
+  Write(t / "rt/other", "x");  // another name beside the link
+  EXPECT_FALSE(Changed(w, 100));
+  fs::create_directory_symlink("v2", t / "rt/current.tmp");
+  EXPECT_FALSE(Changed(w, 100));
+  fs::rename(t / "rt/current.tmp", t / "rt/current");
+  EXPECT_TRUE(Changed(w));
+}
+
+// A hidden file (an editor's swap file, a sidecar's heartbeat) is no change:
+// the loader reads none. A ConfigMap's ".." entries are.
+TEST(ConfigWatch, AHiddenFileIsNoChangeAConfigMapsEntriesAre) {
+  testing::TempDir t;
+  const std::string dir = t / "conf";
+  fs::create_directories(dir + "/team");
+  ConfigWatch w;
+  ASSERT_TRUE(w.Rearm(dir).ok());
+  Write(dir + "/.edge.yaml.swp", "x");
+  Write(dir + "/team/.heartbeat", "x");
+  EXPECT_FALSE(Changed(w, 100));
+  fs::create_directory(dir + "/..2026_12_07");
+  EXPECT_TRUE(Changed(w));
+}
+
+// A link in the tree to a directory frsd writes in (its log's): never
+// watched, or each refused reload's log line reloaded it again, five times
+// a second (found from outside).
+TEST(ConfigWatch, ADirectoryFrsdWritesInIsNotWatchedThroughALink) {
+  testing::TempDir t;
+  const std::string dir = t / "conf";
+  fs::create_directories(dir);
+  fs::create_directories(t / "logs");
+  fs::create_directory_symlink(t / "logs", dir + "/l");
+  ConfigWatch w;
+  ASSERT_TRUE(w.Rearm(dir, {t / "logs"}).ok());
+  Write(t / "logs/frsd.log", "a line");
+  EXPECT_FALSE(Changed(w, 100));
+  ASSERT_TRUE(w.Rearm(dir).ok());  // without it, as before
+  Write(t / "logs/frsd.log", "another");
+  EXPECT_TRUE(Changed(w));
+}
+
 TEST(ConfigWatch, NothingWatchedWithoutADirectory) {
   ConfigWatch w;
   ASSERT_TRUE(w.Rearm("").ok());
