@@ -466,12 +466,22 @@ class PidFileUntilServing {
   bool armed_ = true;
 };
 
-// <grpc unix>'s socket file, removed however the start ends.
+// <grpc unix>'s socket file, removed however the start ends: the one this
+// frsd bound, known by its inode, and no other (a socket another frsd bound
+// at the path since this one's was moved away is that one's: removed, its
+// clients found no socket until it restarted; found from outside).
 struct UnixSocketFile {
-  std::string path;
-  ~UnixSocketFile() {
-    if (!path.empty()) frs::server::RemoveUnixListener(path);
+  explicit UnixSocketFile(std::string p) : path(std::move(p)) {
+    struct stat st {};
+    if (!path.empty() && ::lstat(path.c_str(), &st) == 0) bound = {st.st_dev, st.st_ino};
   }
+  ~UnixSocketFile() {
+    if (!path.empty()) frs::server::RemoveUnixListener(path, bound);
+  }
+  UnixSocketFile(const UnixSocketFile&) = delete;
+  UnixSocketFile& operator=(const UnixSocketFile&) = delete;
+  std::string path;
+  frs::server::FileIdentity bound;
 };
 
 }  // namespace
@@ -539,7 +549,7 @@ int main(int argc, char** argv) {
   std::shared_ptr<const TlsContext> tls;
   std::vector<os::UniqueFd> grpc_fds;
   if (Status g = OpenGrpc(&cfg, &tls, &grpc_fds); !g.ok()) return Fail(g.message());
-  UnixSocketFile unix_socket{cfg.grpc_unix};  // ours from here on: removed however the start ends
+  UnixSocketFile unix_socket(cfg.grpc_unix);  // ours from here on: removed however the start ends
 
   auto metrics = Metrics::Create(cfg.workers);
   if (!metrics.ok()) return Fail(metrics.status().message());

@@ -129,6 +129,8 @@ Status ProbeUnixPath(const std::string& path, sockaddr_un* sa, socklen_t* len, b
       return Status::InvalidArgument("cannot listen on " + path + ": its directory " + dir + " does not exist");
     return Status::OK();
   }
+  if (S_ISLNK(st.st_mode))  // even one to a stale socket, or to nothing: what it leads to is not this path's
+    return Status::InvalidArgument(path + " is a symbolic link: not replaced (give the socket's own path)");
   if (!S_ISSOCK(st.st_mode)) return Status::InvalidArgument(path + " exists and is not a socket: not replaced");
   // Someone answering there is another server: leave it alone.
   os::UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -183,10 +185,12 @@ Result<Listeners> OpenUnixListener(const std::string& path, uint32_t mode, uint3
   return out;
 }
 
-void RemoveUnixListener(const std::string& path) {
-  // Only a socket: whatever else took the name since is not ours.
+void RemoveUnixListener(const std::string& path, FileIdentity bound) {
+  // Only the socket bound here: whatever took the name since is not ours.
   struct stat st;
-  if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+  if (bound.ino != 0 && ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == bound.dev &&
+      st.st_ino == bound.ino)
+    ::unlink(path.c_str());
 }
 
 Status PublishListenAddress(const std::string& path, const std::string& name, bool synced) {

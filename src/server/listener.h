@@ -24,6 +24,8 @@
 // Thread safety: plain functions.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,7 +50,14 @@ Result<Listeners> OpenListeners(const std::string& host, uint16_t port, uint32_t
 // removed. The socket gets `mode` before it listens, so no client connects
 // through the umask's permissions. RemoveUnixListener unlinks it at stop.
 Result<Listeners> OpenUnixListener(const std::string& path, uint32_t mode, uint32_t count, int backlog = 4096);
-void RemoveUnixListener(const std::string& path);
+// A file's identity (device, inode): the socket file this process bound.
+struct FileIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+// Removes the socket at `path` if it is still `bound` (nothing when that is
+// unknown, all zeros).
+void RemoveUnixListener(const std::string& path, FileIdentity bound);
 // What OpenUnixListener would refuse at `path` before it binds (a file that
 // is not a socket, a server answering there, a missing directory), changing
 // nothing: frsd -t's check.

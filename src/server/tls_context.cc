@@ -128,17 +128,21 @@ bool TlsContext::NameAllowed(const void* x509) const {
     GENERAL_NAMES_free(names);
   }
   if (ok || has_san) return ok;
+  // The subject's last common name alone, the most specific, as OpenSSL's
+  // own name check and Go's take it: any of several passed
+  // "/CN=attacker/CN=envoy-client" for envoy-client (found from outside).
   const X509_NAME* subject = X509_get_subject_name(cert);
-  for (int i = -1; (i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) >= 0;) {
-    unsigned char* utf8 = nullptr;
-    const int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i)));
-    if (n < 0) continue;
-    const std::string cn(reinterpret_cast<const char*>(utf8), static_cast<size_t>(n));
-    OPENSSL_free(utf8);
-    if (cn.find('\0') != std::string::npos) continue;
-    for (const std::string& want : files_.client_names)
-      if (want == cn) return true;
-  }
+  int last = -1;
+  for (int i = -1; (i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) >= 0;) last = i;
+  if (last < 0) return false;
+  unsigned char* utf8 = nullptr;
+  const int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, last)));
+  if (n < 0) return false;
+  const std::string cn(reinterpret_cast<const char*>(utf8), static_cast<size_t>(n));
+  OPENSSL_free(utf8);
+  if (cn.find('\0') != std::string::npos) return false;
+  for (const std::string& want : files_.client_names)
+    if (want == cn) return true;
   return false;
 }
 

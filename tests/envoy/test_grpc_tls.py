@@ -201,6 +201,7 @@ class Certs:
         make_cert(d, "envoy", "ca", "/CN=ignored-when-san", "URI:spiffe://frs.test/envoy")
         make_cert(d, "dnsclient", "ca", "/CN=x", "DNS:Envoy.Frs.Test")
         make_cert(d, "cnonly", "ca", "/CN=envoy-cn")
+        make_cert(d, "twocn", "ca", "/CN=envoy-cn/CN=other")  # the last CN is the one
         make_cert(d, "stranger", "ca", "/CN=envoy-cn", "DNS:stranger.frs.test")
         make_cert(d, "rogue", "other-ca", "/CN=envoy-cn", "URI:spiffe://frs.test/envoy")
         make_expired_cert(d, "expired", "ca", "/CN=frsd.test")
@@ -325,6 +326,7 @@ class Tls(unittest.TestCase):
         # No certificate; a certificate of another CA; a name not allowed (its
         # CN is, but a certificate with a DNS SAN is judged by its SAN).
         refused(self, target, c.creds(client="stranger"))
+        refused(self, target, c.creds(client="twocn"))
         refused(self, target, c.creds())
         refused(self, target, c.creds(client="rogue"))
         self.assertEqual(call(target, c.creds(client="envoy")).overall_code, Resp.OK)
@@ -627,8 +629,18 @@ class UnixSocket(unittest.TestCase):
             g.start(timeout=5)
         self.assertIn("a server listens there already", g.log())
         self.assertEqual(call("unix:" + sock).overall_code, Resp.OK)
+        # Its socket moved away and another frsd's bound at the path: f's
+        # stop leaves the other's alone (it removed it before).
+        os.rename(sock, sock + ".f")
+        k = TlsFrsd('unix="%s"' % sock)
+        self.addCleanup(k.remove)
+        k.start()
         f.stop()
+        self.assertTrue(os.path.exists(sock))
+        self.assertEqual(call("unix:" + sock).overall_code, Resp.OK)
+        k.stop()
         self.assertFalse(os.path.exists(sock))
+        os.unlink(sock + ".f")
         # A file that is not a socket is never removed.
         with open(sock, "w") as out:
             out.write("data")
