@@ -824,6 +824,10 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
       if (current) answer += "\nbehind_routes " + std::to_string(ahead.on_own) + " " + std::to_string(ahead.on_peers);
       std::atomic_ref<uint64_t>(shared->told_behind[pi]).fetch_add(1, std::memory_order_relaxed);
     }
+  // As a probe's answer says it: a sender that waits for this shard's
+  // catch-up to end (its advice on a snapshot it missed) hears of the end
+  // from its batches too, which keep its probes from going while they flow.
+  if (shared != nullptr && CounterGet(shared->catching_up) != 0) answer += "\ncatching_up 1\n";
   TextBody(200, answer, status);
 }
 

@@ -769,7 +769,7 @@ void Replicator::CheckPeerMap(Link& l, std::string_view body, int64_t now_ns) {
 }
 
 void Replicator::ProbeAnswered(Link& l, std::string_view body, int64_t now_ns) {
-  l.peer_catching_up = body.find("\ncatching_up 1\n") != std::string_view::npos;
+  l.peer_catching_up = SaysCatchingUp(body);
   CheckPeerMap(l, body, now_ns);
   Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
 }
@@ -894,6 +894,10 @@ Replicator::Alone Replicator::AloneIn(std::string_view body, std::string_view wo
   return a;
 }
 
+bool Replicator::SaysCatchingUp(std::string_view body) {
+  return body.find("\ncatching_up 1\n") != std::string_view::npos;
+}
+
 bool Replicator::AcknowledgesBatch(std::string_view body, uint64_t seq) {
   const std::string_view first = body.substr(0, body.find('\n'));
   if (first != "applied" && first != "duplicate") return false;
@@ -1013,6 +1017,10 @@ void Replicator::Read(Link& l, int64_t now_ns) {
       } else {
         // Before Acked: the batch's ids say which held answers to refuse.
         Behind(l, AloneIn(body, "behind"), /*batch=*/true, now_ns);
+        // Said by the receiver while it catches up (an earlier build's
+        // never): under traffic no probe goes, and the advice waiting on
+        // the end of that catch-up waited for good (found by a review).
+        l.peer_catching_up = SaysCatchingUp(body);
         Acked(l, now_ns, /*send_next=*/closed.empty());
       }
     } else if (failed) {

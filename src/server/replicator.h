@@ -110,6 +110,9 @@ class Replicator final : public ChangeSink {
   // "applied" or "duplicate", and a line "seq N" of it, if any
   // (Handler::ReplicateReceive).
   static bool AcknowledgesBatch(std::string_view body, uint64_t seq);
+  // Whether a probe's or a batch's answer says its shard is catching up
+  // after a start (a batch's says it only then; an earlier build's never).
+  static bool SaysCatchingUp(std::string_view body);
   // What the other holder says it answered alone for this shard and has
   // not delivered: "WORD N" ("behind" in a batch's answer, "alone" in a
   // question's; none or 0: nothing) and, from a build that tells the sides

@@ -61,6 +61,18 @@ class ReplicatorAnswer : public frs::testing::ReplicatorFixture {
   int uses_ = 0;
 };
 
+// A probe's answer says catching_up 0 or 1; a batch's says it only while
+// the receiver catches up (its advice on a snapshot it missed waits for the
+// end, and under traffic no probe goes to tell it).
+TEST(ReplicatorAcknowledges, CatchingUpIsHeardFromProbesAndBatches) {
+  EXPECT_TRUE(Replicator::SaysCatchingUp("pending 0\nalone 0\ncatching_up 1\nhandoff_pending 0\n"));
+  EXPECT_FALSE(Replicator::SaysCatchingUp("pending 0\nalone 0\ncatching_up 0\nhandoff_pending 0\n"));
+  EXPECT_TRUE(Replicator::SaysCatchingUp("applied\nseq 7\ncatching_up 1\n"));
+  EXPECT_TRUE(Replicator::SaysCatchingUp("applied\nseq 7\nbehind 2\nbehind_routes 1 1\ncatching_up 1\n"));
+  EXPECT_FALSE(Replicator::SaysCatchingUp("applied\nseq 7"));
+  EXPECT_FALSE(Replicator::SaysCatchingUp("applied\nseq 7\ncatching_up 10\n"));
+}
+
 TEST(ReplicatorAcknowledges, OnlyTheReceiversWordsForThisSeq) {
   EXPECT_TRUE(Replicator::AcknowledgesBatch("applied\nseq 7", 7));
   EXPECT_TRUE(Replicator::AcknowledgesBatch("duplicate\nseq 7\nbehind 3\n", 7));
