@@ -774,6 +774,15 @@ void Replicator::ProbeAnswered(Link& l, std::string_view body, int64_t now_ns) {
   Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
 }
 
+void Replicator::BatchAnswered(Link& l, std::string_view body, int64_t now_ns) {
+  // Before Acked: the batch's ids say which held answers to refuse.
+  Behind(l, AloneIn(body, "behind"), /*batch=*/true, now_ns);
+  // Said by the receiver while it catches up (an earlier build's never):
+  // under traffic no probe goes, and the advice waiting on the end of that
+  // catch-up waited for good (found by a review).
+  l.peer_catching_up = SaysCatchingUp(body);
+}
+
 void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next) {
   ProbeAnswered(l, body, now_ns);
   ++l.exchanges;
@@ -1015,12 +1024,7 @@ void Replicator::Read(Link& l, int64_t now_ns) {
       if (l.probing) {
         Probed(l, body, now_ns, /*send_next=*/closed.empty());
       } else {
-        // Before Acked: the batch's ids say which held answers to refuse.
-        Behind(l, AloneIn(body, "behind"), /*batch=*/true, now_ns);
-        // Said by the receiver while it catches up (an earlier build's
-        // never): under traffic no probe goes, and the advice waiting on
-        // the end of that catch-up waited for good (found by a review).
-        l.peer_catching_up = SaysCatchingUp(body);
+        BatchAnswered(l, body, now_ns);
         Acked(l, now_ns, /*send_next=*/closed.empty());
       }
     } else if (failed) {

@@ -504,6 +504,8 @@ class Replicator final : public ChangeSink {
   // A probe's answer in form: the other shard's catch-up, map and what it
   // answered alone.
   void ProbeAnswered(Link& l, std::string_view body, int64_t now_ns);
+  // What a batch's acknowledgement says beside it (behind, catching_up).
+  void BatchAnswered(Link& l, std::string_view body, int64_t now_ns);
   // The missed-snapshot advice Reached put off, said if still due.
   void AdviseMissedSnapshot(Link& l, int64_t now_ns);
   // Whether this shard's start could not reach the other shard of `l` and
