@@ -208,8 +208,12 @@ class Walker {
           }
           std::string value;
           Json(At(n.items[i + 1]), &value, true);
-          // 0.0 and -0.0 are one key of a Go map (0 == -0), named as first set.
-          auto [where, fresh] = at.try_emplace(name == "-0" ? "0" : name, entries.size());
+          // 0.0 and -0.0 are one key of a Go map (0 == -0), named as first
+          // set: a float's only, a plain key of a nested map (a string "-0",
+          // and every key of the metadata's own map of strings, are their
+          // text: found by a review).
+          const bool float_zero = nested && k.kind == Kind::kScalar && k.plain && name == "-0";
+          auto [where, fresh] = at.try_emplace(float_zero ? "0" : name, entries.size());
           if (fresh) entries.emplace_back(std::move(name), std::move(value));
           else entries[where->second].second = std::move(value);
         }

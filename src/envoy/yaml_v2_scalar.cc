@@ -1,5 +1,7 @@
 #include "envoy/yaml_v2_scalar.h"
 
+#include <locale.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -123,8 +125,13 @@ std::string WithoutUnderscores(std::string_view s) {
 // the largest double (Go's ErrRange; an underflow is 0 there, without error).
 bool GoFloat(std::string_view s, YamlV2Scalar* out) {
   const std::string text(s);
-  // The text holds only [-+.0-9eE]: no locale's decimal point is involved.
-  const double v = std::strtod(text.c_str(), nullptr);
+  // Read in the C locale whatever the process's: the text's '.' is the
+  // decimal point (strtod takes the locale's, and a program that links this
+  // and sets a comma locale read 0.5 as 0: found by a review). Once made,
+  // never freed: one for the process.
+  static const locale_t c_locale = ::newlocale(LC_ALL_MASK, "C", locale_t{});
+  const double v =
+      c_locale != locale_t{} ? ::strtod_l(text.c_str(), nullptr, c_locale) : std::strtod(text.c_str(), nullptr);
   if (std::isinf(v)) return false;
   // The shortest text that reads back as the same double: JSON's number.
   char buf[40];

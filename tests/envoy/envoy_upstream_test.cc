@@ -414,6 +414,10 @@ TEST(EnvoyUpstreamConfig, MetadataScalarsAreTypedAsUpstreamsYamlReaderTypesThem)
             R"({"k":{"8":"yy","true":"b","<nil>":"d","0":"f"}})");
   EXPECT_EQ(metadata_of(head + "    metadata:\n      b: &b {8: 1, z: 0}\n      m: {<<: *b, 010: 2}\n"),
             R"({"b":{"8":1,"z":0},"m":{"8":2,"z":0}})");
+  // Only a float's -0 is 0's key: a string "-0", and every key of the
+  // metadata's own map of strings, are their text (found by a review).
+  EXPECT_EQ(metadata_of(head + "    metadata:\n      \"0\": a\n      \"-0\": b\n      k: {\"-0\": c, \"0\": d}\n"),
+            R"({"0":"a","-0":"b","k":{"-0":"c","0":"d"}})");
   EXPECT_NE(refusal("\n      k: {a: 1, a: 2}").find("m.yaml:6: duplicate key 'a'"), std::string::npos)
       << refusal("\n      k: {a: 1, a: 2}");
   // Bytes that are not UTF-8, which upstream's reader refuses: JSON's
