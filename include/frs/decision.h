@@ -185,7 +185,8 @@ struct Decision {
   int64_t lease_expires = 0;
   int64_t given_back = 0;  // kRelease with give_back: the uses (leases) it took back
   // kSet on a biz with a concurrency rule: the leases the set granted,
-  // serials set_lease_first and the set_leases - 1 after it, each held until
+  // serials set_lease_first and the set_leases - 1 after it in the request's
+  // half (Concurrency::NextInHalf), each held until
   // lease_expires under lease_nonce (the other holder is sent them).
   uint32_t set_lease_first = 0;
   uint16_t set_leases = 0;

@@ -346,12 +346,24 @@ Decision RateLimitService::Give(std::string_view biz, std::string_view key, uint
   return engine_->Execute(r);
 }
 
+// Which serials this shard's grants on `key` draw: a replicated route's two
+// holders both grant (Envoy's calls spread over both), each from its half,
+// as the HTTP side's (frs/decision.h). Their ids are never given to Envoy,
+// but a give-back ends leases by serial on the other holder too: from one
+// sequence it ended the other holder's client's lease there.
+SerialHalf RateLimitService::HalfOf(const std::string& key) const {
+  if (!own_.ring || !own_.replicas) return SerialHalf::kAll;
+  const uint32_t pos = Ring::HashRoute(Ring::RouteOf(key, {}));
+  return static_cast<long>(own_.ring->OwnerOfHash(pos)) == own_.self_index ? SerialHalf::kOdd : SerialHalf::kEven;
+}
+
 Decision RateLimitService::DecideConcurrent(const CompiledLimit& l, const std::string& key, uint64_t applied,
                                             bool negative, RlsStatus* st) {
   Request r;
   r.biz = l.biz;
   r.key = key;
   r.cmd = Cmd::kQuery;
+  r.serial_half = HalfOf(key);
   r.uncounted = st->hits == 0;  // a look
   if (applied == 0) return engine_->Execute(r);
   // Where this key's denials wait for their give-back (EnvoyRules::

@@ -172,6 +172,7 @@ class RateLimitService {
   // False (out->status and out->owner set) when a descriptor belongs to
   // another shard and the cluster enforces ownership.
   bool CheckOwnership(const RlsRequest& req, RlsAnswer* out);
+  SerialHalf HalfOf(const std::string& key) const;
   // Decide's steps, in order; each false once `out` holds the call's error.
   // FindLimits: the matched limit of each descriptor, or its own.
   bool FindLimits(const RlsRequest& req, RlsAnswer* out);

@@ -132,6 +132,12 @@ struct Concurrency {
   // again, so that no own serial is ever taken for another series'.
   static constexpr uint32_t kMaxSerial = kOtherSeries - 1;
   static constexpr uint32_t AfterSerial(uint32_t serial) { return serial >= kMaxSerial ? 1 : serial + 1; }
+  // The serial a grant in `half` draws after `serial` (frs/decision.h): the
+  // leases one set grants are not one after another for a holder of a
+  // replicated route.
+  static constexpr uint32_t NextInHalf(uint32_t serial, SerialHalf half) {
+    return SerialInHalf(AfterSerial(serial), half, AfterSerial);
+  }
 
   // The leases held now, up to out.size(); returns how many are held.
   static size_t Held(const RuleSpec& spec, const uint8_t* block, const Now& now, std::span<Lease> out);

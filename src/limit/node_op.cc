@@ -244,12 +244,18 @@ void LeasesSet(const BizConfig& biz, const uint8_t* state, const Now& now, uint3
   const uint8_t* block = state + spec.offset;
   const uint32_t next = Concurrency::NextSerial(block);
   if (next == next_before) return;  // it granted none
-  // Grant's serials: from next_before (1 for a new node), one after another.
-  const uint32_t first = next_before == 0 || next_before > Concurrency::kMaxSerial ? 1 : next_before;
+  // Grant's serials: from next_before (1 for a new node), each the next of
+  // the request's half (one after another for a lone holder): the last
+  // one's next is the block's.
+  const uint32_t from = next_before == 0 || next_before > Concurrency::kMaxSerial ? 1 : next_before;
+  const uint32_t first = SerialInHalf(from, now.serial_half, Concurrency::AfterSerial);
   Concurrency::Lease lease;
   if (Concurrency::Find(spec, block, now, first, &lease) != Concurrency::Found::kHeld) return;
   uint16_t n = 0;
-  for (uint32_t s = first; s != next && n < Concurrency::kMaxLeases; s = Concurrency::AfterSerial(s)) ++n;
+  for (uint32_t s = first; n < Concurrency::kMaxLeases; s = Concurrency::NextInHalf(s, now.serial_half)) {
+    ++n;
+    if (Concurrency::AfterSerial(s) == next) break;
+  }
   d->set_lease_first = first;
   d->set_leases = n;
   d->lease_nonce = Concurrency::Nonce(block);

@@ -250,8 +250,12 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   // (found from outside). The sender's then verify on the sender only, and
   // expire here at their estimates when it is gone; their serials, of the
   // other half (frs/decision.h), are never this table's own.
+  // Its own: of the other half than the sender's (frs/decision.h); the
+  // sender's it adopted are not (counted, two tables made apart never
+  // took one nonce again on a busy key: found by a review).
   bool own = false;
-  for (uint32_t i = 0; i < Cap(bytes) && !own; ++i) own = EntryAt(table, i).Taken();
+  for (uint32_t i = 0; i < Cap(bytes) && !own; ++i)
+    own = EntryAt(table, i).Taken() && (EntryAt(table, i).Serial() & 1) != (e.serial & 1);
   if (Load32(table + kResNonceAt) == 0 || !own) Store32(table + kResNonceAt, nonce);
   // Never taken here again: the next serial passes it (a wrap excepted).
   // Only forward: the sender's workers send on links of their own, so a

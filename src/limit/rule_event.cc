@@ -105,7 +105,7 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     c.until = d.lease_expires;
     c.nonce = d.lease_nonce;
     uint32_t serial = d.set_lease_first;
-    for (uint16_t i = 0; i < d.set_leases; ++i, serial = Concurrency::AfterSerial(serial)) {
+    for (uint16_t i = 0; i < d.set_leases; ++i, serial = Concurrency::NextInHalf(serial, req.serial_half)) {
       c.item = serial;
       sink->OnChange(c);
     }

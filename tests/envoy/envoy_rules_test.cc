@@ -11,6 +11,7 @@
 #include "common/envoy_yaml.h"
 #include "common/temp_dir.h"
 #include "envoy/rate_limit_service.h"
+#include "frs/change.h"
 #include "frs/clock.h"
 #include "frs/key.h"
 #include "frs/ring.h"
@@ -324,6 +325,45 @@ TEST_F(DecideTest, ARouteWhoseOtherHolderIsRefusedIsUnavailableAndCountsNothing)
   EXPECT_EQ(Ask({{{"remote_address", "10.0.0.7"}}}).statuses[0].remaining, 2u);  // the refused call counted nothing
   refusing = false;
   EXPECT_EQ(Ask({{{"remote_address", "10.0.0.7"}}}).statuses[0].remaining, 1u);
+}
+
+// Envoy's calls spread over a replicated route's two holders, which both
+// grant a unit: concurrent place: each draws its half of the serials, as
+// the HTTP side's requests do (frs/decision.h), so that a give-back ended
+// by serial on the other holder ends no other client's lease there (found
+// by a review: these drew from one sequence).
+TEST_F(DecideTest, AConcurrentGrantDrawsThisHoldersHalfOfTheSerials) {
+  Init(testing::EnvoyDomain("rl") +
+       testing::EnvoyDescriptor("job", "", "", "{unit: concurrent, requests_per_unit: 9, lease: 60}"));
+  struct Grants final : ChangeSink {
+    void OnChange(const Change& c) override {
+      if (c.kind == Change::Kind::kEvent && c.event == Change::Event::kLeaseGrant) serials.push_back(c.item);
+    }
+    std::vector<uint32_t> serials;
+  } grants;
+  engine_->SetChangeSink(&grants);
+  auto ring = Ring::Make({{"127.0.0.1:1"}, {"127.0.0.1:2"}});
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto shared = std::make_shared<const Ring>(std::move(ring.value()));
+  // With two shards each holds every route: the owner of some, the
+  // successor of the others. A key of each kind.
+  std::string owned, followed;
+  for (int i = 0; owned.empty() || followed.empty(); ++i) {
+    const std::string v = "j" + std::to_string(i);
+    const std::vector<Entry> e{{"job", v}};
+    std::string key;
+    CounterKey(e, &key);
+    const uint32_t pos = Ring::HashRoute(Ring::RouteOf(key, {}));
+    (shared->OwnerOfHash(pos) == 0 ? owned : followed) = v;
+  }
+  svc_->SetOwnership(Ownership{shared, 0, true, true, nullptr, {}});
+  for (const std::string& v : {owned, owned, followed, followed}) Ask({{{"job", v}}});
+  ASSERT_EQ(grants.serials.size(), 4u);
+  EXPECT_EQ(grants.serials[0] % 2, 1u);
+  EXPECT_EQ(grants.serials[1] % 2, 1u);
+  EXPECT_EQ(grants.serials[2] % 2, 0u);
+  EXPECT_EQ(grants.serials[3] % 2, 0u);
+  engine_->SetChangeSink(nullptr);
 }
 
 TEST_F(DecideTest, HitsZeroLooksWithoutCounting) {

@@ -881,15 +881,24 @@ TEST(LeaseBlock, TwoHoldersGrantingAtOnceDrawApartSerials) {
             limit::Concurrency::Found::kHeld);
   EXPECT_EQ(limit::Concurrency::Held(spec, owner.data(), owner_now, held), 2u);
   EXPECT_EQ(limit::Concurrency::Held(spec, successor.data(), successor_now, held), 2u);
-  // Either half passes the sequence's last serial, which is odd: the
-  // successor's next is 2, the owner's 1.
+  // Either half passes the sequence's last serial, which is odd: after it
+  // the successor's next is 2, the owner's 1.
   std::vector<uint8_t> wrap(spec.bytes);
-  limit::Concurrency::Record(spec, wrap.data(), successor_now, 1);
+  limit::Concurrency::Record(spec, wrap.data(), successor_now, 1);  // the node's first: serial 2
+  ASSERT_EQ(limit::Concurrency::Held(spec, wrap.data(), successor_now, held), 1u);
+  ASSERT_TRUE(limit::Concurrency::Free(spec, wrap.data(), successor_now, held[0].serial));
   limit::Store32(wrap.data() + limit::Concurrency::kNextAt, limit::Concurrency::kMaxSerial);
   limit::Concurrency::Record(spec, wrap.data(), successor_now, 1);
-  ASSERT_EQ(limit::Concurrency::Held(spec, wrap.data(), successor_now, held), 2u);
-  EXPECT_TRUE(held[0].serial == 2 || held[1].serial == 2) << held[0].serial << " " << held[1].serial;
+  ASSERT_EQ(limit::Concurrency::Held(spec, wrap.data(), successor_now, held), 1u);
+  EXPECT_EQ(held[0].serial, 2u);
   EXPECT_EQ(limit::Concurrency::NextSerial(wrap.data()), 3u);
+  limit::Store32(wrap.data() + limit::Concurrency::kNextAt, limit::Concurrency::kMaxSerial - 1);
+  limit::Concurrency::Record(spec, wrap.data(), owner_now, 1);  // the last serial, odd
+  limit::Concurrency::Record(spec, wrap.data(), owner_now, 1);  // then 1
+  ASSERT_EQ(limit::Concurrency::Held(spec, wrap.data(), owner_now, held), 3u);
+  std::set<uint32_t> serials;
+  for (size_t i = 0; i < 3; ++i) serials.insert(held[i].serial);
+  EXPECT_EQ(serials, (std::set<uint32_t>{1u, 2u, limit::Concurrency::kMaxSerial}));
   uint8_t table[limit::Reservations::kHeaderBytes + 2 * limit::Reservations::kEntryBytes] = {};
   limit::Store32(table, limit::Reservations::Tag(sizeof table));
   limit::Reservations::Entry a, b;

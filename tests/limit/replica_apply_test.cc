@@ -762,6 +762,31 @@ TEST_F(LeaseReplicaTest, ARenewalThatArrivesBeforeItsGrantKeepsItsExpiry) {
 // An admin set that grants leases (here on a key neither holder has): the
 // copy holds the owner's, under the owner's ids, where it granted its own
 // of another nonce, which the owner's ids did not release.
+// A set on a holder of a replicated route grants in its half: every other
+// serial. The copy is sent those, not the ones in between (it was sent a
+// run of consecutive serials: none when the first was not granted, a lease
+// that did not exist otherwise; found by a review).
+TEST_F(LeaseReplicaTest, ASetInAHalfSendsTheSerialsItGranted) {
+  for (const SerialHalf half : {SerialHalf::kOdd, SerialHalf::kEven}) {
+    const std::string key = half == SerialHalf::kOdd ? "odd" : "even";
+    const auto set = [&](int64_t count) {
+      return owner_->Execute(
+          Request{.cmd = Cmd::kSet, .biz = "lease", .key = key, .count = count, .serial_half = half});
+    };
+    ASSERT_TRUE(set(1).ok());  // a new node
+    ASSERT_TRUE(set(3).ok());  // two more, from a next serial of the other half
+    ASSERT_TRUE(Ship(half == SerialHalf::kOdd ? 1 : 2).value());
+    auto mine = owner_->Inspect("lease", key), copy = replica_->Inspect("lease", key);
+    ASSERT_TRUE(mine.ok() && copy.ok());
+    ASSERT_EQ(mine.value().leases.size(), 3u) << key;
+    ASSERT_EQ(copy.value().leases.size(), 3u) << key;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(copy.value().leases[i].id, mine.value().leases[i].id) << key;
+      EXPECT_EQ(mine.value().leases[i].serial % 2, half == SerialHalf::kOdd ? 1u : 0u) << key;
+    }
+  }
+}
+
 TEST_F(LeaseReplicaTest, ASetsLeasesAreTheOwnersOnTheCopy) {
   const Decision set = owner_->Execute(Request{.cmd = Cmd::kSet, .biz = "lease", .key = "s", .count = 2});
   ASSERT_TRUE(set.ok()) << set.status.ToString();
@@ -1127,6 +1152,27 @@ TEST_F(ReservationReplicaTest, TwoHoldersReservingAtOnceSettleEachOnce) {
   EXPECT_EQ(Count(*replica_, "both"), 4 + 25 + 1 + 2 + 7);
   EXPECT_EQ(Settle(*owner_, "both", a, 2).status.code(), Status::Code::kGone);
   EXPECT_EQ(Settle(*replica_, "both", b, 7).status.code(), Status::Code::kGone);
+}
+
+// Two tables made at once (two nonces): once the copy holds none of its
+// own, it takes the sender's nonce at the sender's next take, though it
+// still holds the sender's earlier ones; counted as its own, a busy key's
+// tables never came to one nonce, and the owner's ids answered 409 on the
+// successor after a failover (found by a review).
+TEST_F(ReservationReplicaTest, ACopyHoldingOnlyTheSendersTakesItsNonce) {
+  const auto reserve = [](Engine& e, int64_t n, SerialHalf half) {
+    return e.Execute(
+        Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = "apart", .n = n, .reserve = 60, .serial_half = half});
+  };
+  const Decision first = reserve(*owner_, 10, SerialHalf::kOdd);
+  const Decision mine = reserve(*replica_, 10, SerialHalf::kEven);  // made at once: another nonce
+  ASSERT_TRUE(first.allowed && mine.allowed);
+  ASSERT_TRUE(Ship(1).value());  // the owner's first, held on the copy beside its own: its nonce kept
+  ASSERT_TRUE(Settle(*replica_, "apart", mine, 10).settled);  // the copy's own, gone
+  const Decision next = reserve(*owner_, 10, SerialHalf::kOdd);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_TRUE(Settle(*replica_, "apart", next, 5).settled);  // a failover: the owner's id verifies
+  EXPECT_TRUE(Settle(*replica_, "apart", first, 5).settled);
 }
 
 // The sender's clock 5 s ahead: a change is moved back by as many seconds
