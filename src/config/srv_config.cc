@@ -25,7 +25,10 @@ namespace fs = std::filesystem;
 // every one reached through subdirectories and symbolic links, names
 // starting with '.' left out, as ReadEnvoyDir walks them; canonical, each
 // once, 16 levels at most (the loader refuses deeper trees).
-void ReachedDirs(const fs::path& dir, int depth, std::map<fs::path, fs::path>* reached, const fs::path& as_named) {
+// `files`: the files reached through a symbolic link (a link to a file
+// elsewhere is read too), canonical, as reached.
+void ReachedDirs(const fs::path& dir, int depth, std::map<fs::path, fs::path>* reached, const fs::path& as_named,
+                 std::map<fs::path, fs::path>* files) {
   std::error_code ec;
   const fs::path real = fs::canonical(dir, ec);
   if (ec || !fs::is_directory(real, ec) || !reached->emplace(real, as_named).second || depth >= 16) return;
@@ -33,7 +36,12 @@ void ReachedDirs(const fs::path& dir, int depth, std::map<fs::path, fs::path>* r
     const std::string name = it->path().filename().string();
     if (name.starts_with(".")) continue;
     std::error_code sub;
-    if (fs::is_directory(it->path(), sub)) ReachedDirs(it->path(), depth + 1, reached, as_named / name);
+    if (fs::is_directory(it->path(), sub)) {
+      ReachedDirs(it->path(), depth + 1, reached, as_named / name, files);
+    } else if (fs::is_symlink(it->symlink_status(sub))) {
+      const fs::path target = fs::canonical(it->path(), sub);
+      if (!sub) files->emplace(target, as_named / name);
+    }
   }
 }
 
@@ -52,8 +60,8 @@ Status CheckWrittenOutsideGrpcConfig(const srv::Context& ctx, const pugi::xml_no
     fs::path r = fs::weakly_canonical(p, ec);
     return ec ? fs::path(p).lexically_normal() : r;
   };
-  std::map<fs::path, fs::path> reached;  // canonical -> as reached from <grpc config>
-  ReachedDirs(cfg.grpc_config, 0, &reached, cfg.grpc_config);
+  std::map<fs::path, fs::path> reached, linked;  // canonical -> as reached from <grpc config>
+  ReachedDirs(cfg.grpc_config, 0, &reached, cfg.grpc_config, &linked);
   if (reached.empty()) reached.emplace(resolved(cfg.grpc_config), cfg.grpc_config);
   const struct {
     const std::string& path;
@@ -68,6 +76,11 @@ Status CheckWrittenOutsideGrpcConfig(const srv::Context& ctx, const pugi::xml_no
   for (const auto& w : written) {
     if (w.path.empty()) continue;
     const fs::path at = resolved(w.path);
+    if (const auto link = linked.find(at); link != linked.end() && !w.is_dir)
+      return ctx.Error(root.child(w.element), std::string(w.what) + " " + w.path +
+                                                  " is read as a file of <grpc config> " + cfg.grpc_config +
+                                                  " (through " + link->second.string() +
+                                                  "): each reload would read it as rate limit configuration");
     for (const auto& [dir, named] : reached) {
       const fs::path rel = at.lexically_relative(dir);
       // A file in a directory the loader reads, or a directory of frsd's

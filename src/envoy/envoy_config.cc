@@ -206,6 +206,7 @@ class Walker {
             CheckUtf8(k);
             name = nested && k.plain ? PlainKeyText(k.scalar) : k.scalar;
           }
+          Spend(k, name.size() + 4);
           std::string value;
           Json(At(n.items[i + 1]), &value, true);
           // 0.0 and -0.0 are one key of a Go map (0 == -0), named as first
@@ -238,8 +239,9 @@ class Walker {
       Fail(n, "metadata holds bytes that are not UTF-8 (envoyproxy/ratelimit's reader refuses the file)");
   }
 
-  static void JsonScalar(const YNode& n, std::string* out) {
+  void JsonScalar(const YNode& n, std::string* out) const {
     CheckUtf8(n);
+    Spend(n, n.scalar.size());
     if (!n.plain) return AppendJsonString(n.scalar, out);
     const YamlV2Scalar r = ResolvePlainScalar(n.scalar);
     switch (r.kind) {
@@ -250,6 +252,17 @@ class Walker {
                     "answer's metadata: quote it to send the text");
       default: out->append(r.json);
     }
+  }
+
+  // The metadata's bound, counted on each scalar and key as it is written:
+  // checked on the whole JSON only, a descriptor's aliases built up to 16
+  // MiB of scalars (six times that escaped) before it was refused, once per
+  // descriptor (found by a review).
+  void Spend(const YNode& n, size_t bytes) const {
+    json_bytes_ += bytes;
+    if (json_bytes_ > kMaxEnvoyMetadataBytes)
+      Fail(n, "metadata is more than " + std::to_string(kMaxEnvoyMetadataBytes) +
+                  " bytes as JSON, aliases expanded (every answer that passes the descriptor carries it)");
   }
 
   void Replaces(const YNode& r, DescriptorNode* d) const {
@@ -367,6 +380,7 @@ class Walker {
       Fail(n, "share_threshold needs a wildcard value (one holding '*'), not '" + d.value + "'");
     if (const YNode* m = Get(n, "metadata"); m && m->kind != Kind::kNull) {
       if (m->kind != Kind::kMap) Fail(*m, "metadata must be a map");
+      json_bytes_ = 0;
       if (!m->items.empty()) Json(*m, &d.metadata_json);
       if (d.metadata_json.size() > kMaxEnvoyMetadataBytes)
         Fail(*m, "metadata is " + std::to_string(d.metadata_json.size()) +
@@ -410,6 +424,7 @@ class Walker {
   const YamlTree& tree_;
   const std::string& file_;
   size_t descriptors_ = 0;
+  mutable size_t json_bytes_ = 0;  // the metadata being written's, so far (Spend)
 };
 
 }  // namespace
@@ -551,6 +566,32 @@ Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {
   return bundle;
 }
 
+namespace {
+
+// Every descriptor's metadata together: each is bounded, and so is each
+// file, but a directory of many small files whose aliases repeat the
+// largest metadata a descriptor may carry came to gigabytes, held by every
+// worker (found by a review).
+Status CheckMetadataInAll(const EnvoyConfig& cfg) {
+  uint64_t total = 0;
+  const DescriptorNode* last = nullptr;
+  const auto walk = [&](const auto& self, const std::vector<DescriptorNode>& nodes) -> void {
+    for (const DescriptorNode& n : nodes) {
+      if (total > kMaxEnvoyMetadataTotalBytes) return;
+      total += n.metadata_json.size();
+      if (!n.metadata_json.empty()) last = &n;
+      self(self, n.children);
+    }
+  };
+  for (const Domain& d : cfg.domains) walk(walk, d.descriptors);
+  if (total <= kMaxEnvoyMetadataTotalBytes || last == nullptr) return Status::OK();
+  return Status::InvalidArgument(
+      last->file + ":" + std::to_string(last->line) + ": the descriptors' metadata come to more than " +
+      std::to_string(kMaxEnvoyMetadataTotalBytes >> 20) + " MiB as JSON in all (every worker holds them)");
+}
+
+}  // namespace
+
 Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains) {
   EnvoyConfig cfg;
   while (!bundle.empty()) {
@@ -596,6 +637,7 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains
     bundle.remove_prefix(nl2 + 1 + len);
   }
   std::sort(cfg.domains.begin(), cfg.domains.end(), [](const Domain& a, const Domain& b) { return a.name < b.name; });
+  if (Status s = CheckMetadataInAll(cfg); !s.ok()) return s;
   return cfg;
 }
 

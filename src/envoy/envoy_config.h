@@ -130,6 +130,8 @@ inline constexpr uint64_t kMaxEnvoyYamlBytes = uint64_t{16} << 20;
 // answer of 4 MiB at most, and each OK answer carries the metadata of its
 // descriptors (an expanded 100 MB one took the worker 1.5 s a call).
 inline constexpr size_t kMaxEnvoyMetadataBytes = size_t{64} << 10;
+// Every descriptor's together, over the directory's files.
+inline constexpr uint64_t kMaxEnvoyMetadataTotalBytes = uint64_t{16} << 20;
 // unit: concurrent's bounds, a concurrency rule's (limit/concurrency.h).
 inline constexpr uint64_t kMaxConcurrent = 77;
 inline constexpr uint64_t kMaxConcurrentLeaseS = 65534;

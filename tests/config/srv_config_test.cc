@@ -636,6 +636,12 @@ TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("<store dir> "), std::string::npos) << c.status().message();
   std::filesystem::remove(r / "rl/st");
+  std::filesystem::create_symlink("../logs/frsd.log", r / "rl/log.yaml");  // a link to the log file itself
+  std::ofstream(r / "logs/frsd.log") << "";
+  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("is read as a file of <grpc config>"), std::string::npos) << c.status().message();
+  std::filesystem::remove(r / "rl/log.yaml");
   std::filesystem::create_directory_symlink("../logs-elsewhere", r / "rl/dangling");
   c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
   EXPECT_TRUE(c.ok()) << c.status().ToString();

@@ -75,9 +75,24 @@ TEST(EnvoyYamlBounds, AliasesOfALargeScalarAndLargeMetadataAreRefused) {
       std::string(40000, 'x') + "\n      t: *s\n";
   r = ParseEnvoyYaml(big, "meta.yaml");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(Message(r).find("meta.yaml:6: metadata is 80015 bytes as JSON, aliases expanded (at most 65536"),
+  EXPECT_NE(Message(r).find("meta.yaml:6: metadata is more than 65536 bytes as JSON, aliases expanded"),
             std::string::npos)
       << Message(r);
+  // Each file within its bounds, every descriptor's metadata together past
+  // 16 MiB (found by a review: many small files came to gigabytes).
+  std::string bundle;
+  for (const char* domain : {"d1", "d2"}) {
+    std::string yaml = std::string("domain: ") + domain + "\ndescriptors:\n  - key: anchor\n    metadata: {s: &s " +
+                       std::string(30000, 'x') + "}\n";
+    for (int i = 0; i < 150; ++i) yaml += "  - key: k" + std::to_string(i) + "\n    metadata: {t: *s, u: *s}\n";
+    ASSERT_TRUE(ParseEnvoyYaml(yaml, std::string(domain) + ".yaml").ok());
+    bundle += std::string(domain) + ".yaml\n" + std::to_string(yaml.size()) + "\n" + yaml;
+  }
+  Result<EnvoyConfig> all = ParseEnvoyBundle(bundle);
+  ASSERT_FALSE(all.ok());
+  EXPECT_NE(all.status().message().find("the descriptors' metadata come to more than 16 MiB as JSON in all"),
+            std::string::npos)
+      << all.status().message();
 }
 
 TEST(EnvoyYamlBounds, DescriptorPathsAreBounded) {
