@@ -128,13 +128,15 @@ bool TlsContext::NameAllowed(const void* x509) const {
     GENERAL_NAMES_free(names);
   }
   if (ok || has_san) return ok;
-  // The subject's last common name alone, the most specific, as OpenSSL's
-  // own name check and Go's take it: any of several passed
-  // "/CN=attacker/CN=envoy-client" for envoy-client (found from outside).
+  // One common name, or none of them: with several, which one is the
+  // client's is every checker's own rule (OpenSSL's host check takes any,
+  // Go's parser the last), and "/CN=attacker/CN=envoy-client" passed for
+  // envoy-client here (found from outside). A CA that signs such a subject
+  // for a client can give it a subjectAltName instead.
   const X509_NAME* subject = X509_get_subject_name(cert);
-  int last = -1;
-  for (int i = -1; (i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) >= 0;) last = i;
-  if (last < 0) return false;
+  int last = -1, count = 0;
+  for (int i = -1; (i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) >= 0; ++count) last = i;
+  if (count != 1) return false;
   unsigned char* utf8 = nullptr;
   const int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, last)));
   if (n < 0) return false;

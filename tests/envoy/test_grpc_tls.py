@@ -201,7 +201,8 @@ class Certs:
         make_cert(d, "envoy", "ca", "/CN=ignored-when-san", "URI:spiffe://frs.test/envoy")
         make_cert(d, "dnsclient", "ca", "/CN=x", "DNS:Envoy.Frs.Test")
         make_cert(d, "cnonly", "ca", "/CN=envoy-cn")
-        make_cert(d, "twocn", "ca", "/CN=envoy-cn/CN=other")  # the last CN is the one
+        make_cert(d, "twocn", "ca", "/CN=envoy-cn/CN=other")  # two CNs: refused, either order
+        make_cert(d, "twocn2", "ca", "/CN=other/CN=envoy-cn")
         make_cert(d, "stranger", "ca", "/CN=envoy-cn", "DNS:stranger.frs.test")
         make_cert(d, "rogue", "other-ca", "/CN=envoy-cn", "URI:spiffe://frs.test/envoy")
         make_expired_cert(d, "expired", "ca", "/CN=frsd.test")
@@ -327,6 +328,7 @@ class Tls(unittest.TestCase):
         # CN is, but a certificate with a DNS SAN is judged by its SAN).
         refused(self, target, c.creds(client="stranger"))
         refused(self, target, c.creds(client="twocn"))
+        refused(self, target, c.creds(client="twocn2"))
         refused(self, target, c.creds())
         refused(self, target, c.creds(client="rogue"))
         self.assertEqual(call(target, c.creds(client="envoy")).overall_code, Resp.OK)
