@@ -1441,7 +1441,7 @@ class Replicas(unittest.TestCase):
         # every use; once there is room again nothing changes.
         if os.getuid() != 0:
             self.skipTest("mounting a small tmpfs needs root")
-        p = self.pair(b_disk="8m")
+        p = self.pair(b_disk="8m", extra_a='replica_timeout_ms="5000"')  # the sync path, not the timeout's
         filler = os.path.join(p.disk, "filler")
         with open(filler, "wb") as f:
             try:
