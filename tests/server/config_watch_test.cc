@@ -62,19 +62,27 @@ TEST(ConfigWatch, LinkedDirectoriesAreWatchedOnceAndLoopsEnd) {
   EXPECT_TRUE(Changed(w));
 }
 
+// `root`/v1 and v2 (each holding `below`), `root`/current -> v1, watched at
+// current/`below`: another file or link beside "current" is no change,
+// "current" renamed over by a link to v2 is.
+void ExpectCurrentSwappedIsAChange(const fs::path& root, const std::string& below, ConfigWatch* w) {
+  fs::create_directories(root / "v1" / below);
+  fs::create_directories(root / "v2" / below);
+  fs::create_directory_symlink("v1", root / "current");
+  ASSERT_TRUE(w->Rearm(below.empty() ? root / "current" : root / "current" / below).ok());
+  Write(root / "other", "x");
+  fs::create_directory_symlink("v2", root / "current.tmp");
+  EXPECT_FALSE(Changed(*w, 100));
+  fs::rename(root / "current.tmp", root / "current");
+  EXPECT_TRUE(Changed(*w));
+}
+
 TEST(ConfigWatch, TheDirectorysLinkSwappedIsAChange) {
   testing::TempDir t;
-  fs::create_directory(t / "v1");
-  fs::create_directory(t / "v2");
-  fs::create_directory_symlink("v1", t / "conf");
   ConfigWatch w;
-  ASSERT_TRUE(w.Rearm(t / "conf").ok());
-  fs::create_directory_symlink("v2", t / "conf.tmp");
-  EXPECT_FALSE(Changed(w, 100));  // another name in the parent
-  fs::rename(t / "conf.tmp", t / "conf");
-  EXPECT_TRUE(Changed(w));
+  ExpectCurrentSwappedIsAChange(t.path(), "", &w);
   // Re-armed, the new version is the one watched.
-  ASSERT_TRUE(w.Rearm(t / "conf").ok());
+  ASSERT_TRUE(w.Rearm(t / "current").ok());
   Write(t / "v1/old.yaml", "x");
   EXPECT_FALSE(Changed(w, 100));
   Write(t / "v2/new.yaml", "x");
@@ -85,17 +93,8 @@ TEST(ConfigWatch, TheDirectorysLinkSwappedIsAChange) {
 // directory of files (found from outside: swapped, nothing reloaded).
 TEST(ConfigWatch, ALinkFurtherUpThePathSwappedIsAChange) {
   testing::TempDir t;
-  fs::create_directories(t / "rt/v1/ratelimit");
-  fs::create_directories(t / "rt/v2/ratelimit");
-  fs::create_directory_symlink("v1", t / "rt/current");
   ConfigWatch w;
-  ASSERT_TRUE(w.Rearm(t / "rt/current/ratelimit").ok());
-  Write(t / "rt/other", "x");  // another name beside the link
-  EXPECT_FALSE(Changed(w, 100));
-  fs::create_directory_symlink("v2", t / "rt/current.tmp");
-  EXPECT_FALSE(Changed(w, 100));
-  fs::rename(t / "rt/current.tmp", t / "rt/current");
-  EXPECT_TRUE(Changed(w));
+  ExpectCurrentSwappedIsAChange(t / "rt", "ratelimit", &w);
 }
 
 // A hidden file (an editor's swap file, a sidecar's heartbeat) is no change:
