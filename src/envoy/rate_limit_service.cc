@@ -343,6 +343,7 @@ Decision RateLimitService::Give(std::string_view biz, std::string_view key, uint
   r.cmd = Cmd::kRelease;
   r.give_back = true;
   r.n = static_cast<int64_t>(std::clamp<uint64_t>(n, 1, static_cast<uint64_t>(kMaxUses)));
+  r.serial_half = HalfOf(std::string(key));  // which leases it ends first (Concurrency::SetCount)
   return engine_->Execute(r);
 }
 

@@ -302,17 +302,32 @@ bool Grant(const RuleSpec& spec, uint8_t* block, SerialHalf half) {
 // Keeps at most `count` taken places (the ones that would end first go
 // first); returns how many are left, and the serials it ended in `*ended`
 // (as many as it has room for). On a block just rebased, each is held.
-int64_t KeepLatest(const RuleSpec& spec, uint8_t* block, int64_t count, Concurrency::Ended* ended = nullptr) {
+// Which held lease a set or a give-back ends first, by `half` (the
+// request's, frs/decision.h): a lone holder's, the first to expire, the
+// lower serial of two alike; a replicated route's holder's, its own half's
+// first to expire, then the other half's last to expire. Both holders
+// giving back at once ended the same lease before, the first to expire on
+// both, and the key kept a lease no client held (found from outside:
+// Envoy's give-backs spread over a pair locked a key at its limit).
+bool EndsBefore(const PlaceTable& p, uint32_t i, uint32_t j, SerialHalf half) {
+  if (half != SerialHalf::kAll) {
+    const uint32_t own = half == SerialHalf::kOdd ? 1 : 0;
+    const bool i_own = (p.Serial(i) & 1) == own, j_own = (p.Serial(j) & 1) == own;
+    if (i_own != j_own) return i_own;
+    if (!i_own) return p.Expires(i) > p.Expires(j) || (p.Expires(i) == p.Expires(j) && p.Serial(i) > p.Serial(j));
+  }
+  return p.Expires(i) < p.Expires(j) || (p.Expires(i) == p.Expires(j) && p.Serial(i) < p.Serial(j));
+}
+
+int64_t KeepLatest(const RuleSpec& spec, uint8_t* block, int64_t count, Concurrency::Ended* ended = nullptr,
+                   SerialHalf half = SerialHalf::kAll) {
   PlaceTable p(block, spec.bytes);
   int64_t held = 0;
   for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0;
   for (; held > count; --held) {
     uint32_t pick = p.n;
-    // The first to expire, the lower serial of two alike.
     for (uint32_t i = 0; i < p.n; ++i)
-      if (p.Serial(i) != 0 && (pick == p.n || p.Expires(i) < p.Expires(pick) ||
-                               (p.Expires(i) == p.Expires(pick) && p.Serial(i) < p.Serial(pick))))
-        pick = i;
+      if (p.Serial(i) != 0 && (pick == p.n || EndsBefore(p, i, pick, half))) pick = i;
     if (ended != nullptr) ended->Add(p.Serial(pick));
     p.Set(pick, 0, 0);
   }
@@ -355,7 +370,7 @@ void Concurrency::Record(const RuleSpec& spec, uint8_t* block, const Now& now, i
 void Concurrency::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count, Ended* ended) {
   const int64_t t = ClampedNow(block, now);
   Rebase(spec, block, t);
-  int64_t held = KeepLatest(spec, block, count, ended);
+  int64_t held = KeepLatest(spec, block, count, ended, now.serial_half);
   while (held < count && Grant(spec, block, now.serial_half)) ++held;
 }
 
@@ -558,8 +573,12 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
   RebaseKeepingExpired(spec, block, t);
   PlaceTable p(block, spec.bytes);
   const uint32_t mine = Load32(block + kNonceAt);
+  // Of its own series only: the other holder's, kept with kOtherSeries,
+  // held the copy's nonce for as long as any of them was held, and a busy
+  // key's copy never took the sender's again (its ids refused there after a
+  // failover; found by a review).
   int64_t held = 0;
-  for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0 && p.Expires(i) > t;
+  for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0 && (p.Serial(i) & kOtherSeries) == 0 && p.Expires(i) > t;
   // Another series (this node holds leases of its own nonce: a new owner
   // granted these between a ring change and its handoff, or both holders
   // made the node at once): another lease, never one of this node's of the
@@ -569,12 +588,13 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
   if (other) {
     serial = (serial & kMaxSerial) | kOtherSeries;
   } else if (nonce != 0 && (mine == 0 || held == 0)) {
-    // The copy takes the sender's series: what it still keeps (expired
-    // leases, for its next write to count) is of its old one, never a
-    // lease of the new series' serials.
+    // The copy takes the sender's series: what it still keeps of its old
+    // one (expired leases, for its next write to count) is another
+    // series', never a lease of the new series' serials; what it kept as
+    // another series' is the sender's, of the series it takes now.
     if (mine != 0 && nonce != mine)
       for (uint32_t i = 0; i < p.n; ++i)
-        if (const uint32_t s = p.Serial(i); s != 0) p.Set(i, (s & kMaxSerial) | kOtherSeries, p.Expires(i) - t);
+        if (const uint32_t s = p.Serial(i); s != 0) p.Set(i, s ^ kOtherSeries, p.Expires(i) - t);
     Store32(block + kNonceAt, nonce);
   }
   uint32_t at = p.n, free = p.n, stale = p.n;

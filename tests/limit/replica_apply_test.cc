@@ -787,6 +787,42 @@ TEST_F(LeaseReplicaTest, ASetInAHalfSendsTheSerialsItGranted) {
   }
 }
 
+// Envoy's give-backs spread over both holders of a route, two at once: each
+// ends its own half's lease first, so the two end two leases and the key
+// holds none. Both ended the first to expire before, the same lease, and
+// the key held one no client held until its expiry (found from outside:
+// a pair locked at its limit within a second).
+TEST_F(LeaseReplicaTest, TwoGiveBacksAtOnceOnTheTwoHoldersEndTwoLeases) {
+  const auto acquire = [](Engine& e, SerialHalf half) {
+    return e.Execute(Request{.cmd = Cmd::kAcquire, .biz = "lease", .key = "gb", .serial_half = half});
+  };
+  const auto give_back = [](Engine& e, SerialHalf half) {
+    return e.Execute(
+        Request{.cmd = Cmd::kRelease, .biz = "lease", .key = "gb", .n = 1, .give_back = true, .serial_half = half});
+  };
+  ASSERT_TRUE(acquire(*owner_, SerialHalf::kOdd).allowed);
+  ASSERT_TRUE(Ship(1).value());
+  ASSERT_TRUE(acquire(*replica_, SerialHalf::kEven).allowed);  // expires last
+  ASSERT_TRUE(ShipBack(1).value());
+  ASSERT_EQ(Do(*owner_, Cmd::kQuery, "lease", "gb").count, 2);
+  ASSERT_EQ(give_back(*owner_, SerialHalf::kOdd).given_back, 1);
+  ASSERT_EQ(give_back(*replica_, SerialHalf::kEven).given_back, 1);
+  ASSERT_TRUE(Ship(2).value());
+  ASSERT_TRUE(ShipBack(2).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kQuery, "lease", "gb").count, 0);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "gb").count, 0);
+  // A holder holding only the other's: it ends the other's last to expire.
+  ASSERT_TRUE(acquire(*replica_, SerialHalf::kEven).allowed);
+  clock_.Advance(1000);
+  const Decision later = acquire(*replica_, SerialHalf::kEven);
+  ASSERT_TRUE(ShipBack(3).value());
+  ASSERT_EQ(give_back(*owner_, SerialHalf::kOdd).given_back, 1);
+  auto held = owner_->Inspect("lease", "gb");
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held.value().leases.size(), 1u);
+  EXPECT_NE(held.value().leases[0].serial, later.lease_serial);
+}
+
 TEST_F(LeaseReplicaTest, ASetsLeasesAreTheOwnersOnTheCopy) {
   const Decision set = owner_->Execute(Request{.cmd = Cmd::kSet, .biz = "lease", .key = "s", .count = 2});
   ASSERT_TRUE(set.ok()) << set.status.ToString();
