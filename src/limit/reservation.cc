@@ -21,7 +21,16 @@ static_assert(Reservations::kMaxPerKey <= 32, "one bit per entry in the word at 
 
 // An entry given a new reservation (or freed) is no longer one taken
 // before a rule: its bit goes.
-void Unmark(uint8_t* table, uint32_t i) { Store32(table + kResBeforeAt, Load32(table + kResBeforeAt) & ~(1u << i)); }
+// The word's high half marks the entries a copy adopted (Adopt: the other
+// holder's), so that its own are told from them: bit kAdoptedShift + i.
+// An earlier build reads the low bits only, and drops these at a rebuild
+// (every entry then counts as its own, as it did there).
+constexpr uint32_t kAdoptedShift = 16;
+static_assert(Reservations::kMaxPerKey <= kAdoptedShift, "the adopted marks above the entries' own");
+void Unmark(uint8_t* table, uint32_t i) {
+  Store32(table + kResBeforeAt, Load32(table + kResBeforeAt) & ~(1u << i) & ~(1u << (kAdoptedShift + i)));
+}
+bool Adopted(const uint8_t* table, uint32_t i) { return (Load32(table + kResBeforeAt) >> (kAdoptedShift + i)) & 1; }
 
 // An estimate word with this bit is a settle that came before its take
 // (Reservations::SettledAhead), its low 16 bits the seconds from its settle
@@ -76,7 +85,7 @@ void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_
   Store32(table + kResNonceAt, Load32(old.data() + kResNonceAt));
   const uint32_t was_before = Load32(old.data() + kResBeforeAt);
   Entry kept[kMaxPerKey];
-  bool before[kMaxPerKey] = {};
+  bool before[kMaxPerKey] = {}, was_adopted[kMaxPerKey] = {};
   uint32_t n = 0;
   // Held entries first, then settles kept ahead (which only fill what is
   // left: a lowered bound never drops a held one for them).
@@ -87,9 +96,10 @@ void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_
     if (EntryAt(old.data(), i).Serial() == 0 || EntryAt(old.data(), i).Ahead() != ahead_pass) continue;
     if (ahead_pass && n == cap) break;
     const Entry e = EntryAt(old.data(), i).Load();
-    const bool marked = (was_before >> i) & 1;
+    const bool marked = (was_before >> i) & 1, adopted = (was_before >> (kAdoptedShift + i)) & 1;
     if (n < cap) {
       before[n] = marked;
+      was_adopted[n] = adopted;
       kept[n++] = e;
       continue;
     }
@@ -99,12 +109,13 @@ void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_
     if (first != kept + n && first->expires < e.expires) {
       *first = e;
       before[first - kept] = marked;
+      was_adopted[first - kept] = adopted;
     }
   }
   uint32_t now_before = 0;
   for (uint32_t i = 0; i < n; ++i) {
     EntryAt(table, i).Store(kept[i]);
-    now_before |= static_cast<uint32_t>(before[i]) << i;
+    now_before |= static_cast<uint32_t>(before[i]) << i | static_cast<uint32_t>(was_adopted[i]) << (kAdoptedShift + i);
   }
   Store32(table + kResBeforeAt, now_before);
 }
@@ -250,12 +261,11 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   // (found from outside). The sender's then verify on the sender only, and
   // expire here at their estimates when it is gone; their serials, of the
   // other half (frs/decision.h), are never this table's own.
-  // Its own: of the other half than the sender's (frs/decision.h); the
-  // sender's it adopted are not (counted, two tables made apart never
-  // took one nonce again on a busy key: found by a review).
+  // Its own: taken here, not adopted (counted, two tables made apart never
+  // took one nonce again on a busy key: found by a review; told by the
+  // serial's half, a holder whose role a ring change turned lost its own).
   bool own = false;
-  for (uint32_t i = 0; i < Cap(bytes) && !own; ++i)
-    own = EntryAt(table, i).Taken() && (EntryAt(table, i).Serial() & 1) != (e.serial & 1);
+  for (uint32_t i = 0; i < Cap(bytes) && !own; ++i) own = EntryAt(table, i).Taken() && !Adopted(table, i);
   if (Load32(table + kResNonceAt) == 0 || !own) Store32(table + kResNonceAt, nonce);
   // Never taken here again: the next serial passes it (a wrap excepted).
   // Only forward: the sender's workers send on links of their own, so a
@@ -293,6 +303,7 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   // was taken after any rule this node has.
   if (EntryAt(table, static_cast<uint32_t>(place)).Serial() != e.serial) Unmark(table, static_cast<uint32_t>(place));
   EntryAt(table, static_cast<uint32_t>(place)).Store(e);
+  Store32(table + kResBeforeAt, Load32(table + kResBeforeAt) | 1u << (kAdoptedShift + static_cast<uint32_t>(place)));
 }
 
 void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t real, int64_t settled_s,

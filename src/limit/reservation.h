@@ -27,7 +27,8 @@
 //        rate rule that started from zero in this node: that rule never
 //        counted them, and its count now holds other clients' uses, so a
 //        settle of one changes no rule (settled at its estimate; 0 in a
-//        table written before this bit existed: none is)
+//        table written before this bit existed: none is); bit 16 + i: entry
+//        i was adopted from the route's other holder (Adopt), not taken here
 //   [16] `cap` entries of 16 bytes: serial (0: free), estimate, taken at
 //        (unix s), expires (unix s). On a replica's copy an entry whose
 //        estimate has its top bit set (no estimate has: n <= 2^31 - 1) is

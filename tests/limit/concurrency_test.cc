@@ -909,6 +909,29 @@ TEST(LeaseBlock, TwoHoldersGrantingAtOnceDrawApartSerials) {
   EXPECT_EQ(b.serial, UINT32_MAX);
 }
 
+// Both holders made the node at once (two nonces). Once the copy holds
+// none of its own series, the sender's next grant gives it the sender's,
+// and the sender's leases it kept as another series' are that series' own:
+// their ids verify on the copy after a failover. Counted while any of the
+// sender's was held, a busy key's copy never took it (found by a review).
+TEST(LeaseBlock, ACopyHoldingOnlyTheSendersLeasesTakesItsSeries) {
+  const limit::RuleSpec spec = ThreeLeaseRule();
+  const limit::Now now = limit::Now::At(kDay0 * 1000, nullptr);
+  std::vector<uint8_t> copy(spec.bytes);
+  limit::Concurrency::Record(spec, copy.data(), now, 1);  // its own: serial 1
+  const uint32_t mine = limit::Concurrency::Nonce(copy.data()), theirs = mine ^ 0x5a5a;
+  limit::Concurrency::Adopt(spec, copy.data(), now, 3, kDay0 + 11, theirs);  // held as another series'
+  EXPECT_EQ(limit::Concurrency::Nonce(copy.data()), mine);
+  ASSERT_TRUE(limit::Concurrency::Free(spec, copy.data(), now, 1));
+  limit::Concurrency::Adopt(spec, copy.data(), now, 5, kDay0 + 11, theirs);
+  EXPECT_EQ(limit::Concurrency::Nonce(copy.data()), theirs);
+  limit::Concurrency::Lease lease;
+  EXPECT_EQ(limit::Concurrency::Find(spec, copy.data(), now, 3, &lease), limit::Concurrency::Found::kHeld);
+  EXPECT_EQ(limit::Concurrency::Find(spec, copy.data(), now, 5, &lease), limit::Concurrency::Found::kHeld);
+  limit::Concurrency::Lease held[8];
+  EXPECT_EQ(limit::Concurrency::Held(spec, copy.data(), now, held), 2u);
+}
+
 // A grant the sender sends already over (its lease ended there before it
 // went) holds nothing on the copy, but its serial is never granted there.
 // A set to fewer drops the same leases on both holders whatever the order

@@ -886,6 +886,26 @@ TEST(ReservationTable, AFullCopyLeavesOutTheSendersReservationNeverItsOwn) {
   EXPECT_EQ(Reservations::NextSerial(table), 12u);
 }
 
+// A copy keeps its nonce while it holds reservations it took itself,
+// whatever their serials' half: a ring change turns the owner that took odd
+// ones into the successor of a new owner that takes odd ones too (told by
+// the half, it lost its clients' ids). Holding only adopted ones, it takes
+// the sender's.
+TEST(ReservationTable, ACopyKeepsItsNonceWhileItHoldsWhatItTookItself) {
+  using limit::Reservations;
+  uint8_t table[Reservations::kHeaderBytes + 4 * Reservations::kEntryBytes];
+  const uint32_t bytes = sizeof table;
+  Reservations::Rebuild({}, table, 4);
+  Reservations::Entry own;
+  ASSERT_TRUE(Reservations::Take(table, bytes, 5, 1000, 60, &own, SerialHalf::kOdd));
+  const uint32_t mine = Reservations::Nonce(table), theirs = mine ^ 0x77;
+  Reservations::Adopt(table, bytes, theirs, Reservations::Entry{7, 5, 1000, 1061});  // odd too
+  EXPECT_EQ(Reservations::Nonce(table), mine);
+  Reservations::Free(table, bytes, own.serial);
+  Reservations::Adopt(table, bytes, theirs, Reservations::Entry{9, 5, 1000, 1061});  // holds only the sender's
+  EXPECT_EQ(Reservations::Nonce(table), theirs);
+}
+
 TEST(ReservationMap, BoundsAndOverrunAreChecked) {
   auto parse = [](const std::string& body) { return limit::ParseMap("<map>" + body + "</map>", "map.xml"); };
   EXPECT_TRUE(parse(R"(<biz id="1" name="a" reservations="14"><rule interval="60" max="5"/></biz>)").ok());
