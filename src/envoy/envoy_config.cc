@@ -568,23 +568,23 @@ Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {
 
 namespace {
 
-// Every descriptor's metadata together: each is bounded, and so is each
-// file, but a directory of many small files whose aliases repeat the
-// largest metadata a descriptor may carry came to gigabytes, held by every
-// worker (found by a review).
-Status CheckMetadataInAll(const EnvoyConfig& cfg) {
-  uint64_t total = 0;
+// Every descriptor's metadata together, file by file as each is parsed
+// (`*total` so far): each is bounded, and so is each file, but a directory
+// of many small files whose aliases repeat the largest metadata a
+// descriptor may carry came to gigabytes, held by every worker (found by a
+// review; checked after the last file, they were built first).
+Status CheckMetadataInAll(const Domain& domain, uint64_t* total) {
   const DescriptorNode* last = nullptr;
   const auto walk = [&](const auto& self, const std::vector<DescriptorNode>& nodes) -> void {
     for (const DescriptorNode& n : nodes) {
-      if (total > kMaxEnvoyMetadataTotalBytes) return;
-      total += n.metadata_json.size();
+      if (*total > kMaxEnvoyMetadataTotalBytes) return;
+      *total += n.metadata_json.size();
       if (!n.metadata_json.empty()) last = &n;
       self(self, n.children);
     }
   };
-  for (const Domain& d : cfg.domains) walk(walk, d.descriptors);
-  if (total <= kMaxEnvoyMetadataTotalBytes || last == nullptr) return Status::OK();
+  walk(walk, domain.descriptors);
+  if (*total <= kMaxEnvoyMetadataTotalBytes || last == nullptr) return Status::OK();
   return Status::InvalidArgument(
       last->file + ":" + std::to_string(last->line) + ": the descriptors' metadata come to more than " +
       std::to_string(kMaxEnvoyMetadataTotalBytes >> 20) + " MiB as JSON in all (every worker holds them)");
@@ -594,6 +594,7 @@ Status CheckMetadataInAll(const EnvoyConfig& cfg) {
 
 Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains) {
   EnvoyConfig cfg;
+  uint64_t metadata_bytes = 0;
   while (!bundle.empty()) {
     const size_t nl1 = bundle.find('\n');
     const size_t nl2 = nl1 == std::string_view::npos ? nl1 : bundle.find('\n', nl1 + 1);
@@ -609,6 +610,7 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains
     }
     Result<Domain> d = ParseEnvoyYaml(bundle.substr(nl2 + 1, len), path);
     if (!d.ok()) return d.status();
+    if (Status s = CheckMetadataInAll(d.value(), &metadata_bytes); !s.ok()) return s;
     Domain* same = nullptr;
     for (Domain& other : cfg.domains)
       if (other.name == d->name) same = &other;
@@ -637,7 +639,6 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains
     bundle.remove_prefix(nl2 + 1 + len);
   }
   std::sort(cfg.domains.begin(), cfg.domains.end(), [](const Domain& a, const Domain& b) { return a.name < b.name; });
-  if (Status s = CheckMetadataInAll(cfg); !s.ok()) return s;
   return cfg;
 }
 
