@@ -31,15 +31,20 @@ void ReachedDirs(const fs::path& dir, int depth, std::map<fs::path, fs::path>* r
                  std::map<fs::path, fs::path>* files) {
   std::error_code ec;
   const fs::path real = fs::canonical(dir, ec);
-  if (ec || !fs::is_directory(real, ec) || !reached->emplace(real, as_named).second || depth >= 16) return;
+  if (ec || !fs::is_directory(real, ec) || !reached->emplace(real, as_named).second) return;
   for (fs::directory_iterator it(real, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.starts_with(".")) continue;
     std::error_code sub;
     if (fs::is_directory(it->path(), sub)) {
-      ReachedDirs(it->path(), depth + 1, reached, as_named / name, files);
+      if (depth < 16) ReachedDirs(it->path(), depth + 1, reached, as_named / name, files);
     } else if (fs::is_symlink(it->symlink_status(sub))) {
-      const fs::path target = fs::canonical(it->path(), sub);
+      // Where it leads, made yet or not (frsd makes its pid file and
+      // decision log after this check).
+      fs::path target = fs::read_symlink(it->path(), sub);
+      if (sub) continue;
+      if (target.is_relative()) target = real / target;
+      target = fs::weakly_canonical(target, sub);
       if (!sub) files->emplace(target, as_named / name);
     }
   }
@@ -76,11 +81,16 @@ Status CheckWrittenOutsideGrpcConfig(const srv::Context& ctx, const pugi::xml_no
   for (const auto& w : written) {
     if (w.path.empty()) continue;
     const fs::path at = resolved(w.path);
-    if (const auto link = linked.find(at); link != linked.end() && !w.is_dir)
-      return ctx.Error(root.child(w.element), std::string(w.what) + " " + w.path +
-                                                  " is read as a file of <grpc config> " + cfg.grpc_config +
-                                                  " (through " + link->second.string() +
-                                                  "): each reload would read it as rate limit configuration");
+    // A file link to it (a file), or into it (the store's files).
+    for (const auto& [target, named] : linked) {
+      const fs::path rel = target.lexically_relative(at);
+      if (w.is_dir ? rel.empty() || *rel.begin() == ".." || !rel.is_relative() : target != at) continue;
+      return ctx.Error(root.child(w.element),
+                       std::string(w.what) + " " + w.path +
+                           (w.is_dir ? " holds " + target.filename().string() + ", which" : std::string()) +
+                           " is read as a file of <grpc config> " + cfg.grpc_config + " (through " + named.string() +
+                           "): each reload would read it as rate limit configuration");
+    }
     for (const auto& [dir, named] : reached) {
       const fs::path rel = at.lexically_relative(dir);
       // A file in a directory the loader reads, or a directory of frsd's

@@ -642,6 +642,19 @@ TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("is read as a file of <grpc config>"), std::string::npos) << c.status().message();
   std::filesystem::remove(r / "rl/log.yaml");
+  // A link to a file not made yet (the pid file frsd makes after this
+  // check), and one into the store (its replica-parked file).
+  std::filesystem::create_symlink("../run/frsd.pid", r / "rl/pid.yaml");
+  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<pidfile>run/frsd.pid</pidfile>\n" + grpc + "</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("<pidfile> "), std::string::npos) << c.status().message();
+  std::filesystem::remove(r / "rl/pid.yaml");
+  std::filesystem::create_symlink("../data/replica-parked", r / "rl/parked.yaml");
+  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n" + grpc + "</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("holds replica-parked, which is read as a file"), std::string::npos)
+      << c.status().message();
+  std::filesystem::remove(r / "rl/parked.yaml");
   std::filesystem::create_directory_symlink("../logs-elsewhere", r / "rl/dangling");
   c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
   EXPECT_TRUE(c.ok()) << c.status().ToString();
