@@ -625,36 +625,37 @@ TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
   std::filesystem::create_directories(r / "rl/team");
   std::filesystem::create_directories(r / "logs");
   std::filesystem::create_directories(r / "data");
-  std::filesystem::create_directory_symlink("../../logs", r / "rl/team/l");
-  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("<log file> "), std::string::npos) << c.status().message();
-  EXPECT_NE(c.status().message().find("(through "), std::string::npos) << c.status().message();
-  std::filesystem::remove(r / "rl/team/l");
-  std::filesystem::create_directory_symlink("../data", r / "rl/st");
-  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("<store dir> "), std::string::npos) << c.status().message();
-  std::filesystem::remove(r / "rl/st");
-  std::filesystem::create_symlink("../logs/frsd.log", r / "rl/log.yaml");  // a link to the log file itself
   std::ofstream(r / "logs/frsd.log") << "";
-  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("is read as a file of <grpc config>"), std::string::npos) << c.status().message();
-  std::filesystem::remove(r / "rl/log.yaml");
-  // A link to a file not made yet (the pid file frsd makes after this
-  // check), and one into the store (its replica-parked file).
-  std::filesystem::create_symlink("../run/frsd.pid", r / "rl/pid.yaml");
-  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<pidfile>run/frsd.pid</pidfile>\n" + grpc + "</frs>"));
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("<pidfile> "), std::string::npos) << c.status().message();
-  std::filesystem::remove(r / "rl/pid.yaml");
-  std::filesystem::create_symlink("../data/replica-parked", r / "rl/parked.yaml");
-  c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n" + grpc + "</frs>"));
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("holds replica-parked, which is read as a file"), std::string::npos)
-      << c.status().message();
-  std::filesystem::remove(r / "rl/parked.yaml");
+  const std::string store_and_log = "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n";
+  const struct {
+    const char* target;  // relative to the link's directory
+    const char* link;    // in <grpc config>
+    bool dir;
+    std::string elements;
+    const char* said;
+  } links[] = {
+      // to the log's directory, down the tree
+      {"../../logs", "team/l", true, store_and_log, "<log file> "},
+      // to the store
+      {"../data", "st", true, store_and_log, "<store dir> "},
+      // to the log file itself
+      {"../logs/frsd.log", "log.yaml", false, store_and_log, "is read as a file of <grpc config>"},
+      // to a file frsd makes after this check (its pid file)
+      {"../run/frsd.pid", "pid.yaml", false, "<store dir=\"data\"/>\n<pidfile>run/frsd.pid</pidfile>\n", "<pidfile> "},
+      // to a file in the store
+      {"../data/replica-parked", "parked.yaml", false, "<store dir=\"data\"/>\n",
+       "holds replica-parked, which is read as a file"},
+  };
+  for (const auto& l : links) {
+    const std::filesystem::path at = r / "rl" / l.link;
+    if (l.dir) std::filesystem::create_directory_symlink(l.target, at);
+    else std::filesystem::create_symlink(l.target, at);
+    c = LoadSrvConfig(Write(r, head + l.elements + grpc + "</frs>"));
+    ASSERT_FALSE(c.ok()) << l.link;
+    EXPECT_NE(c.status().message().find(l.said), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("(through "), std::string::npos) << c.status().message();
+    std::filesystem::remove(at);
+  }
   std::filesystem::create_directory_symlink("../logs-elsewhere", r / "rl/dangling");
   c = LoadSrvConfig(Write(r, head + "<store dir=\"data\"/>\n<log file=\"logs/frsd.log\"/>\n" + grpc + "</frs>"));
   EXPECT_TRUE(c.ok()) << c.status().ToString();
