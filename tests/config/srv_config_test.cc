@@ -647,7 +647,7 @@ TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
        "holds replica-parked, which is read as a file"},
   };
   for (const auto& l : links) {
-    const std::filesystem::path at = r / "rl" / l.link;
+    const std::filesystem::path at = std::filesystem::path(r / "rl") / l.link;
     if (l.dir) std::filesystem::create_directory_symlink(l.target, at);
     else std::filesystem::create_symlink(l.target, at);
     c = LoadSrvConfig(Write(r, head + l.elements + grpc + "</frs>"));
