@@ -255,15 +255,14 @@ bool Reservations::Predates(const uint8_t* table, uint32_t bytes, uint32_t seria
 void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e) {
   if (e.serial == 0 || Cap(bytes) == 0) return;
   // The sender's nonce, so that its ids verify here after a failover;
-  // unless this table holds reservations of its own nonce (both holders
-  // made the key's table at the same instant): their ids are its clients',
-  // taken here, and a nonce replaced made every one of them refused here
-  // (found from outside). The sender's then verify on the sender only, and
-  // expire here at their estimates when it is gone; their serials, of the
-  // other half (frs/decision.h), are never this table's own.
-  // Its own: taken here, not adopted (counted, two tables made apart never
-  // took one nonce again on a busy key: found by a review; told by the
-  // serial's half, a holder whose role a ring change turned lost its own).
+  // unless this table holds reservations it took itself (not adopted)
+  // under a nonce of its own (both holders made the key's table at the same
+  // instant): their ids are its clients', and a nonce replaced made every
+  // one of them refused here (found from outside). The sender's then verify
+  // on the sender only until this table holds none of its own. (Counting
+  // the adopted ones too, a busy key's two tables never came to one nonce;
+  // told by the serial's half, a holder whose role a ring change turned
+  // lost its own: both found by a review.)
   bool own = false;
   for (uint32_t i = 0; i < Cap(bytes) && !own; ++i) own = EntryAt(table, i).Taken() && !Adopted(table, i);
   if (Load32(table + kResNonceAt) == 0 || !own) Store32(table + kResNonceAt, nonce);
@@ -283,16 +282,15 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   if (place < 0) {
     // Every entry held: both holders took at the same instant (each table
     // holds the reservations of both), more than the biz's bound. The one
-    // that goes is of the sender's half of the serials (frs/decision.h),
-    // the one expiring first, this one included: the sender holds it and
-    // settles it, and here its estimate stays counted as at its expiry.
-    // Never one this holder took: its client's settle here would answer
-    // 410 (found from outside, 12 clients on a key of 8).
-    const uint32_t theirs = e.serial & 1;
+    // that goes is one this copy adopted, the one expiring first, this one
+    // included: the sender holds it and settles it, and here its estimate
+    // stays counted as at its expiry. Never one this holder took: its
+    // client's settle here would answer 410 (found from outside, 12
+    // clients on a key of 8).
     int64_t first = e.expires;
     for (uint32_t i = 0; i < Cap(bytes); ++i) {
       const Entry held = EntryAt(table, i).Load();
-      if ((held.serial & 1) == theirs && held.expires < first) {
+      if (Adopted(table, i) && held.expires < first) {
         first = held.expires;
         place = i;
       }

@@ -122,9 +122,8 @@ struct Reservations {
   // The other holder's reservation `e`, taken under its table's `nonce`
   // (a replica's copy): kept under the same serial, the serials after it
   // are the sender's next; when every entry is held (both holders took at
-  // once), the one of the sender's half of the serials expiring first, `e`
-  // included, is left out here (charged its estimate, as at its expiry):
-  // never one this holder took.
+  // once), the adopted one expiring first, `e` included, is left out here
+  // (charged its estimate, as at its expiry): never one this holder took.
   static void Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e);
   // A replica's copy: the other holder settled `serial` (expiring at
   // `expires`) at `real` at second `settled_s`, and its take has not come

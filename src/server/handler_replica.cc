@@ -973,27 +973,26 @@ std::string Handler::ParkedForSnapshot(long peer) const {
 // each spool of an earlier stop the workers deliver, with the number of the
 // last change it queued for that shard (the nodes read hold them).
 void Handler::AppendCarriedLines(size_t pi) {
-  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
+  if (pi >= kMaxReplicaPeers) return;
+  const auto carried = [&](uint64_t hash, uint64_t through) {
+    char line[64];
+    std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(hash),
+                  static_cast<unsigned long long>(through));
+    body_ += line;
+  };
+  for (uint32_t w = 0; w < metrics_->workers(); ++w) {
     const ReplicaCounters& rc = metrics_->worker(w).replica;
     const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.stream_hash)).load();
-    if (h == 0) continue;
-    char line[64];
-    std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
-                  static_cast<unsigned long long>(CounterGet(rc.queued_no[pi])));
-    body_ += line;
+    if (h != 0) carried(h, CounterGet(rc.queued_no[pi]));
   }
   // The spools of an earlier stop the workers deliver: their changes are in
   // the nodes read here, so the asker skips them as it skips a stream's.
-  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
+  for (uint32_t w = 0; w < metrics_->workers(); ++w) {
     const ReplicaCounters& rc = metrics_->worker(w).replica;
     for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
       const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.spool_hash[i])).load();
       const uint64_t through = CounterGet(rc.spool_no[i][pi]);
-      if (h == 0 || through == 0) continue;
-      char line[64];
-      std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
-                    static_cast<unsigned long long>(through));
-      body_ += line;
+      if (h != 0 && through != 0) carried(h, through);
     }
   }
 }
