@@ -119,7 +119,10 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
 // there, as long as it was within biz's bound (false: *need_bytes says the
 // bytes to read the node with first); `rule_started` (MigrateState's
 // answer) marks the reservations it holds as taken before a rule that never
-// counted them, which a settle then changes nowhere (Reservations::Predates).
+// counted them, which a settle then changes nowhere (Reservations::Predates);
+// `from_other_holder`: `old` is the route's other holder's node (a replica
+// snapshot), whose adopted marks are turned to this holder's view
+// (Reservations::SeenFromTheOtherHolder).
 // SweepReservations frees the expired ones and returns how many.
 // GrantReservation takes one for an acquire that recorded `n`;
 // HasReservationRoom, asked before recording, makes the table (of one
@@ -133,7 +136,7 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
 // NodeExpireS with the table: a node is kept while it holds one.
 bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref);
 bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes,
-                       bool rule_started = false);
+                       bool rule_started = false, bool from_other_holder = false);
 uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now);
 bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d);
 bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t entries, uint32_t* need_bytes);

@@ -23,8 +23,10 @@ static_assert(Reservations::kMaxPerKey <= 32, "one bit per entry in the word at 
 // before a rule: its bit goes.
 // The word's high half marks the entries a copy adopted (Adopt: the other
 // holder's), so that its own are told from them: bit kAdoptedShift + i.
-// An earlier build reads the low bits only, and drops these at a rebuild
-// (every entry then counts as its own, as it did there).
+// An earlier build reads the low bits only and clears bit i alone when it
+// frees or reuses entry i: a store that build served keeps a mark on an
+// entry it then took itself, which this build reads as adopted (a full
+// copy may leave it out: docs/cluster.md, "Mixed versions").
 constexpr uint32_t kAdoptedShift = 16;
 static_assert(Reservations::kMaxPerKey <= kAdoptedShift, "the adopted marks above the entries' own");
 void Unmark(uint8_t* table, uint32_t i) {
@@ -302,6 +304,13 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   if (EntryAt(table, static_cast<uint32_t>(place)).Serial() != e.serial) Unmark(table, static_cast<uint32_t>(place));
   EntryAt(table, static_cast<uint32_t>(place)).Store(e);
   Store32(table + kResBeforeAt, Load32(table + kResBeforeAt) | 1u << (kAdoptedShift + static_cast<uint32_t>(place)));
+}
+
+void Reservations::SeenFromTheOtherHolder(uint8_t* table, uint32_t bytes) {
+  uint32_t marks = Load32(table + kResBeforeAt) & ((1u << kAdoptedShift) - 1);
+  for (uint32_t i = 0; i < Cap(bytes); ++i)
+    if (EntryAt(table, i).Taken() && !Adopted(table, i)) marks |= 1u << (kAdoptedShift + i);
+  Store32(table + kResBeforeAt, marks);
 }
 
 void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t real, int64_t settled_s,

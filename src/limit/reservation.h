@@ -125,6 +125,11 @@ struct Reservations {
   // once), the adopted one expiring first, `e` included, is left out here
   // (charged its estimate, as at its expiry): never one this holder took.
   static void Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e);
+  // A table the route's other holder sent whole (a replica snapshot): the
+  // marks it holds are its own view, so what it took itself is adopted here,
+  // and what it adopted, this holder took (before it lost its store: its
+  // clients hold those ids and settle them here).
+  static void SeenFromTheOtherHolder(uint8_t* table, uint32_t bytes);
   // A replica's copy: the other holder settled `serial` (expiring at
   // `expires`) at `real` at second `settled_s`, and its take has not come
   // yet (each of the sender's workers sends on a link of its own, and the

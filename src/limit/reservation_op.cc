@@ -64,7 +64,7 @@ bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref) {
 }
 
 bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes,
-                       bool rule_started) {
+                       bool rule_started, bool from_other_holder) {
   const std::span<const uint8_t> table = Reservations::Find(old);
   if (table.empty() || biz.res_cap == 0) {
     // A reload that took reservations away: the held ones stay charged
@@ -81,6 +81,7 @@ bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeR
     return false;
   }
   Reservations::Rebuild(table, ref.state + biz.state_bytes, cap);
+  if (from_other_holder) Reservations::SeenFromTheOtherHolder(ref.state + biz.state_bytes, Reservations::Bytes(cap));
   if (rule_started) Reservations::MarkHeldBeforeARule(ref.state + biz.state_bytes, Reservations::Bytes(cap));
   std::memset(ref.state + end, 0, ref.state_bytes - end);
   ref.state_bytes = end;
