@@ -96,11 +96,23 @@ Status CheckWrittenOutsideGrpcConfig(const srv::Context& ctx, const pugi::xml_no
       // A file in a directory the loader reads, or a directory of frsd's
       // (the store's) read as one of them or holding one.
       const bool inside = !rel.empty() && *rel.begin() != ".." && rel.is_relative() && (w.is_dir || rel != ".");
-      const fs::path back = dir.lexically_relative(at);
-      const bool holds = w.is_dir && !back.empty() && *back.begin() != ".." && back.is_relative();
-      if (!inside && !holds) continue;
+      // A directory of the loader's inside the store is frsd's to write
+      // only under its statistics' folder (stats/...: the day files); the
+      // store's own files lie in its root, beside it. (Refused whole, a
+      // layout that worked before was refused, with this message's words
+      // the other way round: found by a review.)
+      const fs::path stats = at / store_dir::kFieldStats;
+      const fs::path under_stats = dir.lexically_relative(stats);
+      const bool in_stats =
+          w.is_dir && !under_stats.empty() && *under_stats.begin() != ".." && under_stats.is_relative();
+      if (!inside && !in_stats) continue;
       const std::string through =
           named == fs::path(cfg.grpc_config) ? std::string() : " (through " + named.string() + ")";
+      if (!inside)
+        return ctx.Error(root.child(w.element), "<grpc config> " + cfg.grpc_config + through + " lies inside " +
+                                                    stats.string() +
+                                                    ", where frsd writes its statistics by key field (<store dir> " +
+                                                    w.path + "): each write would reload the rate limit configuration");
       return ctx.Error(root.child(w.element), std::string(w.what) + " " + w.path + " lies inside <grpc config> " +
                                                   cfg.grpc_config + through +
                                                   ", whose every change reloads the rate limit configuration: "

@@ -31,18 +31,36 @@ void ConfigWatch::Close() {
   dir_unwatched_ = false;
 }
 
-void ConfigWatch::WatchLinksOnPath(const std::string& dir) {
-  // Each proper prefix of the path, as written: a link among them swapped
+void ConfigWatch::WatchLinksOnPath(const std::string& dir, int hops) {
+  // Each prefix of the path, as written: a link among them swapped
   // replaces the directory as surely as the directory's own link (one that
-  // cannot be watched is left: its own path's watches still see most).
-  for (size_t end = dir.find('/', 1); end != std::string::npos; end = dir.find('/', end + 1)) {
-    const std::string prefix = dir.substr(0, end);
+  // cannot be watched is left: its own path's watches still see most). A
+  // link's target is a path too, whose links count the same: the rest is
+  // walked through it (a link to /srv/rl/current/ratelimit with "current"
+  // swapped reloaded nothing: found by a review). As many hops as the
+  // kernel follows (40) end a loop.
+  if (hops > 40) return;
+  for (size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
+    const std::string prefix = end == std::string::npos ? dir : dir.substr(0, end);
     struct stat st {};
-    if (prefix.empty() || ::lstat(prefix.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) continue;
+    if (prefix.empty() || ::lstat(prefix.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+      if (end == std::string::npos) return;
+      continue;
+    }
     const size_t slash = prefix.find_last_of('/');
     const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix.substr(0, slash);
-    const int wd = ::inotify_add_watch(fd_, parent.c_str(), kParentEvents | IN_MASK_ADD);
-    if (wd >= 0) link_parents_[wd].insert(slash == std::string::npos ? prefix : prefix.substr(slash + 1));
+    // The directory's own link as written: its parent's watch (Rearm).
+    if (end != std::string::npos || hops > 0) {
+      const int wd = ::inotify_add_watch(fd_, parent.c_str(), kParentEvents | IN_MASK_ADD);
+      if (wd >= 0) link_parents_[wd].insert(slash == std::string::npos ? prefix : prefix.substr(slash + 1));
+    }
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(prefix.c_str(), target, sizeof target);
+    if (n <= 0 || static_cast<size_t>(n) >= sizeof target) return;
+    std::string through(target, static_cast<size_t>(n));
+    if (through[0] != '/') through = parent + "/" + through;
+    WatchLinksOnPath(through + (end == std::string::npos ? std::string() : dir.substr(end)), hops + 1);
+    return;
   }
 }
 

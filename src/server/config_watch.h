@@ -66,10 +66,10 @@ class ConfigWatch {
   // reached by several links, or a link to an ancestor, is walked once.
   Status AddTree(const std::string& dir, int depth, std::set<std::pair<dev_t, ino_t>>* seen);
 
-  // Watches the parents of the links on the directory's path (the
-  // directory's own parent first): a change there is ours when it names
-  // the link (`names`).
-  void WatchLinksOnPath(const std::string& dir);
+  // Watches the parents of the links on the directory's path, and on the
+  // paths those links lead to (`hops` of them followed so far): a change
+  // there is ours when it names the link (link_parents_).
+  void WatchLinksOnPath(const std::string& dir, int hops = 0);
 
   int fd_ = -1;
   std::string dir_;

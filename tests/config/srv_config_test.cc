@@ -607,6 +607,16 @@ TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
   TempDir d;
   auto c = LoadSrvConfig(Write(d, head + "<store dir=\"rl2\"/>\n<log file=\"rl-logs/frsd.log\"/>\n" + grpc + "</frs>"));
   EXPECT_TRUE(c.ok()) << c.status().ToString();
+  // Inside the store: frsd writes the store's files in its root, beside
+  // the directory, and its statistics under stats/, refused there only.
+  c = LoadSrvConfig(
+      Write(d, head + "<store dir=\"data\"/>\n<grpc listen=\"127.0.0.1:0\" config=\"data/envoy\"/>\n</frs>"));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  c = LoadSrvConfig(
+      Write(d, head + "<store dir=\"data\"/>\n<grpc listen=\"127.0.0.1:0\" config=\"data/stats/rl\"/>\n</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("data/stats/rl lies inside "), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("where frsd writes its statistics"), std::string::npos) << c.status().message();
   // Through a symbolic link to the directory, either way round.
   TempDir l;
   std::filesystem::create_directory(l / "rl");

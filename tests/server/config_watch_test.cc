@@ -104,6 +104,29 @@ TEST(ConfigWatch, ALinkFurtherUpThePathSwappedIsAChange) {
   ExpectCurrentSwappedIsAChange(t / "rt", "ratelimit", &w);
 }
 
+// The directory reached through a link whose own target holds a link:
+// /etc/ratelimit -> RT/current/ratelimit, "current" swapped (found by a
+// review: only the links of the path as written were watched).
+TEST(ConfigWatch, ALinkOnALinksTargetSwappedIsAChange) {
+  testing::TempDir t;
+  fs::create_directories(t / "etc");
+  fs::create_directory_symlink(t / "rt/current/ratelimit", t / "etc/ratelimit");
+  ConfigWatch w;
+  fs::create_directories(t / "rt/v1/ratelimit");
+  fs::create_directories(t / "rt/v2/ratelimit");
+  fs::create_directory_symlink("v1", t / "rt/current");
+  ASSERT_TRUE(w.Rearm(t / "etc/ratelimit").ok());
+  Write(t / "rt/other", "x");
+  fs::create_directory_symlink("v2", t / "rt/current.tmp");
+  EXPECT_FALSE(Changed(w, 100));
+  fs::rename(t / "rt/current.tmp", t / "rt/current");
+  EXPECT_TRUE(Changed(w));
+  // A loop of links ends.
+  fs::create_directory_symlink(t / "loop-b", t / "loop-a");
+  fs::create_directory_symlink(t / "loop-a", t / "loop-b");
+  EXPECT_FALSE(w.Rearm(t / "loop-a").ok());
+}
+
 // A link in the tree to a directory frsd writes in (its log's): never
 // watched, or each refused reload's log line reloaded it again, five times
 // a second (found from outside).
