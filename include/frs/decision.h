@@ -127,7 +127,9 @@ struct Request {
   // override counts in a biz whose own limit never denies; the call's limit
   // decides, and its denials belong in the biz's statistics all the same.
   int64_t stats_limit = -1;
-  // kAcquire (and kSet of a concurrency rule): the serials its grants draw.
+  // kAcquire (and kSet of a concurrency rule): the serials its grants draw;
+  // a give-back (kRelease without an id) ends this half's leases first. A
+  // batch's members all name the same half (else each is refused).
   SerialHalf serial_half = SerialHalf::kAll;
 };
 

@@ -395,7 +395,8 @@ Decision RateLimitService::DecideConcurrent(const CompiledLimit& l, const std::s
   }
   // A give-back: the key's noted denials first, then its leases, those
   // that expire first (the oldest), whoever holds them: Envoy carries no
-  // lease id (docs/integrations.md).
+  // lease id (docs/integrations.md). On a replicated route, this holder's
+  // half's first, else the other half's that expire last (HalfOf).
   uint64_t left = applied;
   if (pending >= 0) {
     Decision pd = Give(pending_biz, pending_key_, left);

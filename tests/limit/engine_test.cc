@@ -187,6 +187,26 @@ TEST_F(EngineTest, ShadowCountsAndNeverDeniesOffCountsNothing) {
   EXPECT_FALSE(Do(*e, Cmd::kGet, "o", "k").found);
 }
 
+// A batch draws its leases' and reservations' serials from one half: a
+// member naming another is refused with the rest, nothing granted.
+TEST_F(EngineTest, ABatchOfMembersInTwoHalvesIsRefusedWhole) {
+  auto e = EngineFor(R"(<map><biz id="1" name="inflight"><rule algo="concurrency" max="3" lease="60"/></biz></map>)");
+  Request reqs[2] = {{.cmd = Cmd::kAcquire, .biz = "inflight", .key = "a", .serial_half = SerialHalf::kOdd},
+                     {.cmd = Cmd::kAcquire, .biz = "inflight", .key = "b", .serial_half = SerialHalf::kEven}};
+  Decision out[2];
+  EXPECT_FALSE(e->ExecuteBatch(reqs, out));
+  for (const Decision& d : out) {
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.status.code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(d.status.message().find("from one half"), std::string::npos) << d.status.ToString();
+  }
+  EXPECT_FALSE(Do(*e, Cmd::kGet, "inflight", "a").found);
+  reqs[1].serial_half = SerialHalf::kOdd;
+  EXPECT_TRUE(e->ExecuteBatch(reqs, out));
+  EXPECT_EQ(out[0].lease_serial % 2, 1u);
+  EXPECT_EQ(out[1].lease_serial % 2, 1u);
+}
+
 TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
   auto e = EngineFor(R"(<map>
     <biz id="1" name="ip_app"><rule interval="3600" max="10000"/></biz>

@@ -340,20 +340,21 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   } else {
     const StoreGeometry& g = s.cfg.geometry;
     if (a.dry_run) {
-      std::printf("checked %s nodes: all can be imported (dry run, nothing changed)\n",
-                  Grouped(checked->lines).c_str());
+      std::printf("checked %s node%s: all can be imported (dry run, nothing changed)\n",
+                  Grouped(checked->lines).c_str(), checked->lines == 1 ? "" : "s");
     } else {
       // A store too small evicted some of them (or of its own) on the way:
       // the first line must not read as success (the exit status is 3).
-      std::printf("%s %s nodes into %s%s (%u files x %s key-nodes x %u slots)%s\n", evicted != 0 ? "wrote" : "imported",
-                  Grouped(applied).c_str(), s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files,
-                  Grouped(g.keynodes).c_str(), g.chain,
+      std::printf("%s %s node%s into %s%s (%u files x %s key-nodes x %u slots)%s\n",
+                  evicted != 0 ? "wrote" : "imported", Grouped(applied).c_str(), applied == 1 ? "" : "s",
+                  s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files, Grouped(g.keynodes).c_str(), g.chain,
                   evicted != 0 ? ", but not all are kept: see the warning below" : "");
       if (no_rule != 0)
         std::printf(
-            "%s nodes not imported: no rule of this map takes any of their blocks (another interval or "
-            "algorithm, a removed rule); their counts are not carried over\n",
-            Grouped(no_rule).c_str());
+            "%s node%s not imported: no rule of this map takes any of %s blocks (another interval or "
+            "algorithm, a removed rule); %s counts are not carried over\n",
+            Grouped(no_rule).c_str(), no_rule == 1 ? "" : "s", no_rule == 1 ? "its" : "their",
+            no_rule == 1 ? "its" : "their");
     }
     Table t;
     t.AlignRight({1});
