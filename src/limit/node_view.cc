@@ -686,11 +686,13 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
       // there for the sent table. (Without this, a batch asked again with
       // room for it was found short again, and answered merged="0".)
       if (!nodes[i].reservations.empty() && refs[i].state_bytes < asked) refs[i].state_bytes = asked;
-      // A snapshot's node (by_id) is the route's other holder's: its marks
-      // of what it adopted are turned to this holder's (found by a review:
-      // taken as sent, a holder back on a new store counted its clients'
-      // reservations as adopted, and its full table left them out).
-      short_state |= !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i], started[i] != 0, by_id);
+      // A snapshot's node (by_id), and a handoff's copy (replace: its
+      // sender stays the route's other holder), are the other holder's: its
+      // marks of what it adopted are turned to this holder's (found by a
+      // review: taken as sent, a holder back on a new store counted its
+      // clients' reservations as adopted, and its full table left them out).
+      short_state |=
+          !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i], started[i] != 0, by_id || replace);
     }
     if (short_state) return;  // a node holds a larger layout, or takes a table: read it whole, then merge
     for (size_t i = 0; i < n; ++i) {

@@ -1046,6 +1046,62 @@ class ReservationReplicaTest : public LeaseReplicaTest {
     out.settle = TakeBatch();
     return out;
   }
+
+  // ASnapshotsReservationsAreSeenFromTheReceiversSide, below.
+  void ExpectASentTableReadFromTheReceiversSide(bool snapshot) {
+    const auto reserve = [](Engine& e, SerialHalf half) {
+      return e.Execute(
+          Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = "snap", .n = 1, .reserve = 60, .serial_half = half});
+    };
+    const Decision owners_first = reserve(*owner_, SerialHalf::kOdd);
+    ASSERT_TRUE(Ship(1).value());
+    clock_.Advance(1000);
+    const Decision successors = reserve(*replica_, SerialHalf::kEven);  // expires before all that follow
+    ASSERT_TRUE(owners_first.allowed && successors.allowed);
+    ASSERT_TRUE(ShipBack(1).value());
+    clock_.Advance(1000);
+    std::string line;
+    ASSERT_TRUE(owner_store_
+                    ->ForEach(
+                        {},
+                        [&](const NodeInfo& node) {
+      if (node.key != "snap") return;
+      auto exported = owner_->ExportNode(node);
+      ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+      line = exported.value();
+                        })
+                    .ok());
+    ASSERT_FALSE(line.empty());
+    const std::string_view lines[] = {line};
+    std::unique_ptr<Store> fresh_store;
+    std::unique_ptr<AdminEngine> fresh;
+    AdminEngine* receiver = replica_.get();
+    if (snapshot) {
+      // The successor's store is lost; it comes back on a new one.
+      fresh_store = OpenStore("fresh");
+      fresh = OpenEngine(fresh_store.get(), "fresh", dir_ / "cluster.key");
+      receiver = fresh.get();
+      std::vector<AdminEngine::LeftOutNode> left_out;
+      auto merged = receiver->MergeKnownNodes(lines, "snapshot-1", &left_out);
+      ASSERT_TRUE(merged.ok() && merged.value()) << merged.status().ToString();
+      ASSERT_TRUE(left_out.empty());
+    } else {
+      auto replaced = receiver->ReplaceNodes(lines, "copy-1");
+      ASSERT_TRUE(replaced.ok() && replaced.value()) << replaced.status().ToString();
+    }
+    // Its table filled (the bound is 8): five more of the owner's, one more
+    // of its own taken meanwhile.
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(reserve(*owner_, SerialHalf::kOdd).allowed);
+    ASSERT_TRUE(reserve(*receiver, SerialHalf::kEven).allowed);
+    clock_.Advance(1000);
+    ASSERT_TRUE(reserve(*owner_, SerialHalf::kOdd).allowed);  // the owner's eighth: its table is full
+    std::vector<Change> changes = rec_.Take();
+    ASSERT_TRUE(receiver->ApplyChanges(changes, "s1", 2).ok());
+    // Full here: one of the owner's goes (its first, expiring first), never
+    // the successor's own.
+    EXPECT_TRUE(Settle(*receiver, "snap", successors, 1).settled);
+    EXPECT_EQ(Settle(*receiver, "snap", owners_first, 1).status.code(), Status::Code::kGone);
+  }
 };
 
 // The copy's table grows as the owner's did: three reservations taken on a
@@ -1211,57 +1267,20 @@ TEST_F(ReservationReplicaTest, ACopyHoldingOnlyTheSendersTakesItsNonce) {
   EXPECT_TRUE(Settle(*replica_, "apart", first, 5).settled);
 }
 
-// The successor back on a new store takes the owner's snapshot: the
-// reservation it took itself before (the owner holds it adopted) is its own
-// again, the owner's are adopted. Taken as sent, the marks said the
-// opposite: a full table here then left out the successor's own
-// reservation for one of the owner's, and its client's settle here
-// answered 410 (found by a review).
+// A table the owner sent whole, read by its successor: the reservation
+// the successor took itself before (the owner holds it adopted) is its own,
+// the owner's are adopted. Taken as sent, the marks said the opposite: a
+// full table then left out the successor's own reservation for one of the
+// owner's, and its client's settle there answered 410 (found by a review).
+// `snapshot`: the successor back on a new store merges the owner's node as
+// its snapshot does (by biz id); else the owner's handoff copy replaces the
+// successor's node (replace="1", when replicas are switched on).
 TEST_F(ReservationReplicaTest, ASnapshotsReservationsAreSeenFromTheReceiversSide) {
-  const auto reserve = [](Engine& e, SerialHalf half) {
-    return e.Execute(
-        Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = "snap", .n = 1, .reserve = 60, .serial_half = half});
-  };
-  const Decision owners_first = reserve(*owner_, SerialHalf::kOdd);
-  ASSERT_TRUE(Ship(1).value());
-  clock_.Advance(1000);
-  const Decision successors = reserve(*replica_, SerialHalf::kEven);  // expires before all that follow
-  ASSERT_TRUE(owners_first.allowed && successors.allowed);
-  ASSERT_TRUE(ShipBack(1).value());
-  clock_.Advance(1000);
-  // The successor's store is lost; it comes back on a new one and merges
-  // the owner's node as its snapshot does (by biz id).
-  std::string line;
-  ASSERT_TRUE(owner_store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key != "snap") return;
-    auto exported = owner_->ExportNode(node);
-    ASSERT_TRUE(exported.ok()) << exported.status().ToString();
-    line = exported.value();
-                      })
-                  .ok());
-  ASSERT_FALSE(line.empty());
-  std::unique_ptr<Store> fresh_store = OpenStore("fresh");
-  std::unique_ptr<AdminEngine> fresh = OpenEngine(fresh_store.get(), "fresh", dir_ / "cluster.key");
-  const std::string_view lines[] = {line};
-  std::vector<AdminEngine::LeftOutNode> left_out;
-  auto merged = fresh->MergeKnownNodes(lines, "snapshot-1", &left_out);
-  ASSERT_TRUE(merged.ok() && merged.value()) << merged.status().ToString();
-  ASSERT_TRUE(left_out.empty());
-  // Its table filled (the bound is 8): five more of the owner's, one more
-  // of its own taken meanwhile.
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(reserve(*owner_, SerialHalf::kOdd).allowed);
-  ASSERT_TRUE(reserve(*fresh, SerialHalf::kEven).allowed);
-  clock_.Advance(1000);
-  ASSERT_TRUE(reserve(*owner_, SerialHalf::kOdd).allowed);  // the owner's eighth: its table is full
-  std::vector<Change> changes = rec_.Take();
-  ASSERT_TRUE(fresh->ApplyChanges(changes, "s1", 2).ok());
-  // Full here: one of the owner's goes (its first, expiring first), never
-  // the successor's own.
-  EXPECT_TRUE(Settle(*fresh, "snap", successors, 1).settled);
-  EXPECT_EQ(Settle(*fresh, "snap", owners_first, 1).status.code(), Status::Code::kGone);
+  ExpectASentTableReadFromTheReceiversSide(/*snapshot=*/true);
+}
+
+TEST_F(ReservationReplicaTest, AReplacedNodesReservationsAreSeenFromTheReceiversSide) {
+  ExpectASentTableReadFromTheReceiversSide(/*snapshot=*/false);
 }
 
 // The sender's clock 5 s ahead: a change is moved back by as many seconds
