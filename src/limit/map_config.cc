@@ -928,7 +928,13 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
   for (const BizConfig& nb : next.bizzes) {
     const BizConfig* ob = by_id[nb.id];
     if (ob == nullptr) continue;
-    const std::string who = next.path + ": biz '" + nb.name + "'";
+    // An Envoy descriptor's biz is said as the YAML's, without the HTTP
+    // answers its clients never see (an Envoy user was told of map.xml,
+    // releases and settles: found from outside).
+    const bool envoy = with_envoy && FromEnvoy(nb);
+    const std::string who =
+        envoy ? "<grpc config>: the descriptor of biz '" + nb.name + "'" : next.path + ": biz '" + nb.name + "'";
+    const auto http = [envoy](const char* answer) { return envoy ? std::string() : std::string(answer); };
     if (ob->lease_rule >= 0 && nb.lease_rule >= 0) {
       const int64_t was = ob->rules[ob->lease_rule].max, now = nb.rules[nb.lease_rule].max;
       const uint32_t places_was = Concurrency::Places(Concurrency::Bytes(was));
@@ -937,22 +943,23 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
         out.push_back(who + ": concurrency max " + std::to_string(was) + " -> " + std::to_string(now) +
                       ": a key's node now has " + std::to_string(places_now) + " places for leases, not " +
                       std::to_string(places_was) + "; a key holding more keeps the " + std::to_string(places_now) +
-                      " that end last, and the others end when the key is next touched (their release answers 410). "
-                      "A lowered max that keeps its places keeps every lease held");
+                      " that end last, and the others end when the key is next touched" +
+                      http(" (their release answers 410)") +
+                      ". A lowered max that keeps its places keeps every lease held");
     } else if (ob->lease_rule >= 0) {
-      out.push_back(who + ": its concurrency rule is removed: the leases its keys hold end when each key is next " +
-                    "written, counted as expired (their release answers 400); a rule put back before then finds " +
-                    "them held");
+      out.push_back(who + (envoy ? ": no longer `unit: concurrent`" : ": its concurrency rule is removed") +
+                    ": the leases its keys hold end when each key is next written, counted as expired" +
+                    http(" (their release answers 400)") + "; a rule put back before then finds them held");
     }
     // Envoy takes no reservations, and its descriptors change by the
     // thousand: only map.xml's bizzes are said.
-    if (ob->res_cap > 0 && nb.res_cap > 0 && !(with_envoy && FromEnvoy(nb)))
+    if (ob->res_cap > 0 && nb.res_cap > 0 && !envoy)
       if (const std::string started = RateRulesStartedAnew(*ob, nb); !started.empty())
         out.push_back(who + ": " + started +
                       " from zero: any reservation its keys hold now was never counted there, and settles at its "
                       "estimate (returned=\"0\" overrun=\"0\"; each rule that counted it keeps it, as after its "
                       "window; docs/rules.md)");
-    if (nb.res_cap < ob->res_cap)
+    if (nb.res_cap < ob->res_cap && !envoy)
       out.push_back(
           who + ": reservations per key " + std::to_string(ob->res_cap) + " -> " + std::to_string(nb.res_cap) +
           (nb.res_explicit ? "" : " (the default: as many as fit beside its rules)") +
@@ -961,8 +968,8 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                            : "; a key holding more keeps the " + std::to_string(nb.res_cap) +
                                  " that end last, and the others end when the key is next touched, charged their "
                                  "estimate as at their expiry (their settle answers 410)"));
-    if (!(with_envoy && FromEnvoy(nb))) SlidingUsesDropped(*ob, nb, who, &out);
-    if (!(with_envoy && FromEnvoy(nb))) TokenBucketMaxAlike(*ob, nb, who, &out);
+    if (!envoy) SlidingUsesDropped(*ob, nb, who, &out);
+    if (!envoy) TokenBucketMaxAlike(*ob, nb, who, &out);
   }
   return out;
 }

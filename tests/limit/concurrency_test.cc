@@ -1210,6 +1210,41 @@ TEST_F(LeaseTest, AReloadToABlockOfFewerPlacesKeepsWhatFitsAndSaysSo) {
   EXPECT_EQ(expired, 1);
 }
 
+// An Envoy descriptor's change is said as the YAML's: no map.xml, no
+// release or settle answers (Envoy sees none), no reservations (Envoy
+// takes none); a map.xml biz's the same change keeps its words.
+TEST(ReloadWords, AnEnvoyDescriptorsChangeIsSaidInEnvoysTerms) {
+  const char* three = R"(<map><biz id="1" name="u"><rule algo="concurrency" max="3" lease="30"/></biz></map>)";
+  const char* one = R"(<map><biz id="1" name="u"><rule algo="concurrency" max="1" lease="30"/></biz></map>)";
+  const char* minute = R"(<map><biz id="1" name="u"><rule interval="60" max="3"/></biz></map>)";
+  for (const bool from_envoy : {true, false}) {
+    auto running = limit::ParseMap(three, "map.xml");
+    auto lowered = limit::ParseMap(one, "map.xml");
+    auto rate = limit::ParseMap(minute, "map.xml");
+    ASSERT_TRUE(running.ok() && lowered.ok() && rate.ok());
+    if (from_envoy)
+      for (limit::MapConfig* m : {&*running, &*lowered, &*rate}) m->bizzes[0].name = "envoy.chg.u";
+    const std::vector<std::string> ends = limit::HeldAReloadEnds(*running, *lowered, from_envoy);
+    ASSERT_EQ(ends.size(), 1u);
+    EXPECT_EQ(ends[0].find("map.xml") == std::string::npos, from_envoy) << ends[0];
+    EXPECT_EQ(ends[0].find("answers 410") == std::string::npos, from_envoy) << ends[0];
+    EXPECT_NE(ends[0].find("concurrency max 3 -> 1"), std::string::npos) << ends[0];
+    // The unit changed to a rate: the leases end; reservations per key
+    // went from 0 to the default, so nothing of them is said either way.
+    const std::vector<std::string> gone = limit::HeldAReloadEnds(*running, *rate, from_envoy);
+    ASSERT_EQ(gone.size(), 1u) << gone.back();
+    EXPECT_NE(gone[0].find(from_envoy
+                               ? "<grpc config>: the descriptor of biz 'envoy.chg.u': no longer `unit: concurrent`"
+                               : "map.xml: biz 'u': its concurrency rule is removed"),
+              std::string::npos)
+        << gone[0];
+    // Back from a rate to concurrency: the default reservations go (8 -> 0),
+    // said of a map.xml biz only.
+    const std::vector<std::string> back = limit::HeldAReloadEnds(*rate, *running, from_envoy);
+    EXPECT_EQ(back.empty(), from_envoy) << (back.empty() ? "" : back[0]);
+  }
+}
+
 // A concurrency rule removed from the end of its biz leaves its block after
 // the rules that stay: the leases it held end at the key's next write,
 // counted as expired once (they were dropped uncounted), and the reload
