@@ -1,5 +1,7 @@
 #include "limit/calendar_window.h"
 
+#include <algorithm>
+
 namespace frs::limit {
 
 const TimeZone& CalendarWindow::ZoneOf(const RuleSpec& spec, const Now& now) {
@@ -115,8 +117,37 @@ void CalendarWindow::Explain(const RuleSpec& spec, const uint8_t* block, const N
   ExplainFrame(spec, f, clamped, out);
 }
 
+// A calendar frame is always the window of now (FrameAt: `open` is always
+// set), holding a block's count only when the block's window is that one.
+// So the two sides are summed as their frames hold them, in the window of
+// now; a side whose window ended brings nothing but the debt it carries in.
+// (Merged as two open fixed windows, the sum went into the block's own
+// window, an ended one: a replica's copy dropped every use after a key's
+// first window, and a failover granted the limit again; found from outside.)
 void CalendarWindow::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
-  MergeCounterBlocks(spec, block, incoming, [&](const CounterBlock& b) { return FrameAt(spec, b, now); });
+  const CounterBlock a = CounterBlock::Load(block), b = CounterBlock::Load(incoming);
+  if (b.tag == 0) return;
+  if (a.tag == 0) {
+    std::copy(incoming, incoming + kBlockUnit, block);
+    return;
+  }
+  const Frame fa = FrameAt(spec, a, now), fb = FrameAt(spec, b, now);
+  CounterBlock m;
+  m.tag = spec.tag;
+  if (fa.start == fb.start) {
+    m.start_s = Clamp32(fa.start);
+    m.count = SatAdd32(Clamp32(fa.count), fb.count);
+    // Each side's debt is owed whole (as MergeCounterBlocks).
+    m.debt = Clamp32(std::min<int64_t>(fa.debt_in + fb.debt_in, kMaxUses));
+  } else {
+    // One side written ahead of this clock (the clock stepped back, or the
+    // sender's ran ahead): its window is the later one, and counts alone.
+    const Frame& later = fa.start > fb.start ? fa : fb;
+    m.start_s = Clamp32(later.start);
+    m.count = Clamp32(later.count);
+    m.debt = Clamp32(later.debt_in);
+  }
+  m.Store(block);
 }
 
 }  // namespace frs::limit

@@ -32,6 +32,7 @@ constexpr char kMap[] = R"(<map>
   <biz id="4" name="two"><rule algo="fixed" interval="60" max="3"/><rule algo="fixed" interval="3600" max="10"/></biz>
   <biz id="5" name="lease"><rule algo="concurrency" lease="60" max="3"/></biz>
   <biz id="6" name="tokens"><rule algo="fixed" interval="600" max="100"/></biz>
+  <biz id="7" name="calendar"><rule algo="calendar" interval="10" max="5"/></biz>
 </map>
 )";
 
@@ -156,6 +157,28 @@ TEST_F(ReplicaApplyTest, TheReplicaAnswersAsTheOwnerForEveryAlgorithm) {
   EXPECT_EQ(sent, 2u);  // 3 + 2 = the limit of 5; the last two were denied
   ASSERT_TRUE(Ship(++seq).ok());
   EXPECT_FALSE(Do(*replica_, Cmd::kAcquire, "fixed", "user:1").allowed);
+}
+
+// A calendar key's copy counts every window, not only its first: the uses
+// of a later window went into the copy's ended one (merged as two open
+// fixed windows), the copy read 0, and a failover granted the limit again
+// (found from outside: 20 of 10 a day, an hour, a minute).
+TEST_F(ReplicaApplyTest, ACalendarCopyCountsEveryWindowNotOnlyItsFirst) {
+  uint64_t seq = 0;
+  for (int window = 0; window < 3; ++window) {
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "calendar", "day").allowed) << window;
+    ASSERT_FALSE(Do(*owner_, Cmd::kAcquire, "calendar", "day").allowed);
+    ASSERT_TRUE(Ship(++seq).ok());
+    EXPECT_EQ(Do(*replica_, Cmd::kQuery, "calendar", "day").count, 5) << "window " << window;
+    // A failover now: the copy grants nothing more in this window.
+    EXPECT_FALSE(Do(*replica_, Cmd::kAcquire, "calendar", "day").allowed) << "window " << window;
+    clock_.Advance(10000);
+  }
+  // Both holders serving one window (a split): each side's uses are kept.
+  ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "calendar", "split").allowed);
+  ASSERT_TRUE(Do(*replica_, Cmd::kAcquire, "calendar", "split", 2).allowed);
+  ASSERT_TRUE(Ship(++seq).ok());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "calendar", "split").count, 3);
 }
 
 // A map edit that reached the owner first (or left the replica first): the
