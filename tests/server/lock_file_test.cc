@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -91,6 +92,31 @@ TEST(LockFile, ARefusalNamesNoPidThatIsNotAnFrsd) {
                                            "another machine sharing the directory) is already running with the "
                                            "pid file " +
                                            path);
+}
+
+// A holder on its way out (a zombie whose child still has the lock's file
+// open, as a shard's workers have after kill -9 of its master) is waited
+// for: the start a moment after the kill takes the lock (it was refused).
+TEST(LockFile, ADyingHoldersLockIsWaitedFor) {
+  frs::testing::TempDir dir;
+  const std::string path = dir.path() + "/frsd.pid";
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    auto held = LockFile::Acquire(path, "pid file");
+    if (!held.ok() || !held->WritePid(::getpid()).ok()) ::_exit(1);
+    if (::fork() == 0) {  // the lock's file open past its holder's end
+      ::usleep(300000);
+      ::_exit(0);
+    }
+    ::_exit(0);
+  }
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(holder), &info, WEXITED | WNOWAIT), 0);  // a zombie, not reaped
+  ASSERT_EQ(info.si_status, 0);
+  auto second = LockFile::Acquire(path, "pid file");
+  EXPECT_TRUE(second.ok()) << second.status().ToString();
+  ::waitpid(holder, nullptr, 0);
 }
 
 // A link at the lock's place (planted by the owner of a store directory
