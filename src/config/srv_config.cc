@@ -289,8 +289,12 @@ std::string OwnListenListedUnderAnotherSelf(const SrvConfig& cfg) {
 std::string ClusterSelfNotListed(const SrvConfig& cfg) {
   if (cfg.cluster_shards.empty()) return "";
   // <listen port="0"> and no self: the name follows the port bound at start
-  // (ApplyBoundPort), which frsd -t cannot know.
-  if (cfg.cluster_self_derived && cfg.port == 0) return "";
+  // (ApplyBoundPort), which no list can name beforehand (frsd -t said
+  // nothing of it: found from outside).
+  if (cfg.cluster_self_derived && cfg.port == 0)
+    return "<listen port=\"0\"> with <cluster> and no self: this shard is named by the port it binds at each "
+           "start, which no <shard> list can name beforehand, and the other shards reach a shard by its name: give "
+           "<listen> a fixed port (or set self to the name the list gives this shard, such as a relay's)";
   for (const RingShard& sh : cfg.cluster_shards)
     if (sh.name == cfg.cluster_self) return "";
   return "<cluster self> " + cfg.cluster_self +
