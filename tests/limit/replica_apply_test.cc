@@ -33,6 +33,7 @@ constexpr char kMap[] = R"(<map>
   <biz id="5" name="lease"><rule algo="concurrency" lease="60" max="3"/></biz>
   <biz id="6" name="tokens"><rule algo="fixed" interval="600" max="100"/></biz>
   <biz id="7" name="calendar"><rule algo="calendar" interval="10" max="5"/></biz>
+  <biz id="8" name="calendar_borrow"><rule algo="calendar" interval="10" max="5" borrow="3"/></biz>
 </map>
 )";
 
@@ -174,6 +175,18 @@ TEST_F(ReplicaApplyTest, ACalendarCopyCountsEveryWindowNotOnlyItsFirst) {
     EXPECT_FALSE(Do(*replica_, Cmd::kAcquire, "calendar", "day").allowed) << "window " << window;
     clock_.Advance(10000);
   }
+  // With borrow: the next window owes what the last one borrowed, on the
+  // copy as on the owner (the copy carries its own debt in).
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "calendar_borrow", "b").allowed) << i;
+  ASSERT_TRUE(Ship(++seq).ok());
+  clock_.Advance(10000);
+  ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "calendar_borrow", "b").allowed);
+  ASSERT_TRUE(Ship(++seq).ok());
+  const Decision owner = Do(*owner_, Cmd::kQuery, "calendar_borrow", "b");
+  const Decision copy = Do(*replica_, Cmd::kQuery, "calendar_borrow", "b");
+  EXPECT_EQ(copy.count, owner.count);
+  EXPECT_EQ(copy.remaining, owner.remaining);
+  EXPECT_EQ(copy.remaining, 1);  // 5 - 3 owed - 1 used
   // Both holders serving one window (a split): each side's uses are kept.
   ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "calendar", "split").allowed);
   ASSERT_TRUE(Do(*replica_, Cmd::kAcquire, "calendar", "split", 2).allowed);
