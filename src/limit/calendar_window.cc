@@ -117,13 +117,24 @@ void CalendarWindow::Explain(const RuleSpec& spec, const uint8_t* block, const N
   ExplainFrame(spec, f, clamped, out);
 }
 
-// A calendar frame is always the window of now (FrameAt: `open` is always
-// set), holding a block's count only when the block's window is that one.
-// So the two sides are summed as their frames hold them, in the window of
-// now; a side whose window ended brings nothing but the debt it carries in.
-// (Merged as two open fixed windows, the sum went into the block's own
-// window, an ended one: a replica's copy dropped every use after a key's
-// first window, and a failover granted the limit again; found from outside.)
+bool CalendarWindow::Ahead(const RuleSpec& spec, const uint8_t* block, const Now& now) {
+  const CounterBlock b = CounterBlock::Load(block);
+  if (b.tag == 0 || b.start_s == 0) return false;
+  int64_t start, end;
+  WindowOf(ZoneOf(spec, now), spec.interval, now.s, &start, &end, spec.epoch);
+  return int64_t{b.start_s} >= end;
+}
+
+// A calendar frame is always the window of an instant (FrameAt: `open` is
+// always set), holding a block's count only when the block's window is
+// that one, and the debt the window before it carries in. So the two sides
+// are read as frames of one window, the later of the two (a side written
+// ahead of this clock, by a sender's clock ahead or this one stepped back,
+// is in a later window than now), and summed there: a side whose window
+// ended brings the debt it carries into it, nothing else. (Merged as two
+// open fixed windows, the sum went into the block's own window, an ended
+// one: a replica's copy dropped every use after a key's first window, and a
+// failover granted the limit again; found from outside.)
 void CalendarWindow::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
   const CounterBlock a = CounterBlock::Load(block), b = CounterBlock::Load(incoming);
   if (b.tag == 0) return;
@@ -131,22 +142,18 @@ void CalendarWindow::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* 
     std::copy(incoming, incoming + kBlockUnit, block);
     return;
   }
-  const Frame fa = FrameAt(spec, a, now), fb = FrameAt(spec, b, now);
+  const int64_t start = std::max(FrameAt(spec, a, now).start, FrameAt(spec, b, now).start);
+  const Now at = start > now.s ? Now::At(start * 1000, now.tz) : now;
+  const Frame fa = FrameAt(spec, a, at), fb = FrameAt(spec, b, at);
   CounterBlock m;
   m.tag = spec.tag;
-  if (fa.start == fb.start) {
-    m.start_s = Clamp32(fa.start);
-    m.count = SatAdd32(Clamp32(fa.count), fb.count);
-    // Each side's debt is owed whole (as MergeCounterBlocks).
-    m.debt = Clamp32(std::min<int64_t>(fa.debt_in + fb.debt_in, kMaxUses));
-  } else {
-    // One side written ahead of this clock (the clock stepped back, or the
-    // sender's ran ahead): its window is the later one, and counts alone.
-    const Frame& later = fa.start > fb.start ? fa : fb;
-    m.start_s = Clamp32(later.start);
-    m.count = Clamp32(later.count);
-    m.debt = Clamp32(later.debt_in);
-  }
+  m.start_s = Clamp32(fa.start);
+  m.count = SatAdd32(Clamp32(fa.count), fb.count);
+  // Each side's debt is owed whole while either counts in this window (as
+  // MergeCounterBlocks); carried from ended windows alone, it is at most
+  // what one window may borrow.
+  const int64_t debt = fa.debt_in + fb.debt_in;
+  m.debt = Clamp32(fa.held || fb.held ? std::min<int64_t>(debt, kMaxUses) : std::min<int64_t>(debt, spec.borrow));
   m.Store(block);
 }
 

@@ -39,6 +39,9 @@ struct CalendarWindow {
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
   static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
+  // Whether the block's stored window is later than the window of `now`
+  // (written by a clock ahead of it).
+  static bool Ahead(const RuleSpec& spec, const uint8_t* block, const Now& now);
 };
 
 }  // namespace frs::limit

@@ -875,8 +875,8 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
   // One line for every biz removed that may hold leases or reservations (a
   // rate rule keeps reservations by default): an Envoy configuration may
   // drop thousands at once.
-  std::string removed;
-  size_t nremoved = 0;
+  std::string removed, removed_envoy;
+  size_t nremoved = 0, nremoved_envoy = 0;
   std::unordered_map<std::string_view, bool> next_names;
   for (const BizConfig& nb : next.bizzes) next_names.emplace(nb.name, true);
   for (const BizConfig& ob : running.bizzes) {
@@ -889,9 +889,14 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
     if (kept[ob.id] || (ob.lease_rule < 0 && (ob.res_cap == 0 || (with_envoy && FromEnvoy(ob)))) ||
         next_names.contains(ob.name) || EnvoyInternal(ob))
       continue;
-    if (nremoved++ < 8) removed += (removed.empty() ? "" : ", ") + ob.name;
+    // An Envoy descriptor's said apart, in its own terms (no 404 to a
+    // client: Envoy sends no release).
+    const bool envoy = with_envoy && FromEnvoy(ob);
+    std::string& list = envoy ? removed_envoy : removed;
+    if ((envoy ? nremoved_envoy++ : nremoved++) < 8) list += (list.empty() ? "" : ", ") + ob.name;
   }
   if (nremoved > 8) removed += ", and " + std::to_string(nremoved - 8) + " more";
+  if (nremoved_envoy > 8) removed_envoy += ", and " + std::to_string(nremoved_envoy - 8) + " more";
   // A biz of map.xml whose id changed, its name kept: its keys' nodes are
   // under the id (the store's key), so every key starts from zero, which a
   // reload logged as one biz added and one removed of the same name only.
@@ -925,6 +930,11 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                   "): the leases and reservations their keys hold are no longer released, renewed or settled (404), " +
                   "and end with their nodes, which are stale now (reclaimed as new keys need room); a biz put back " +
                   "under the same id before then finds them held");
+  if (nremoved_envoy > 0)
+    out.push_back("<grpc config>: " + std::to_string(nremoved_envoy) + " `unit: concurrent` descriptor(s) removed (" +
+                  removed_envoy +
+                  "): the places their keys hold end with their nodes, which are stale now (reclaimed as new keys "
+                  "need room); a descriptor put back under the same biz before then finds them held");
   for (const BizConfig& nb : next.bizzes) {
     const BizConfig* ob = by_id[nb.id];
     if (ob == nullptr) continue;
@@ -940,10 +950,10 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
       const uint32_t places_was = Concurrency::Places(Concurrency::Bytes(was));
       const uint32_t places_now = Concurrency::Places(Concurrency::Bytes(now));
       if (places_now < places_was && now < was)
-        out.push_back(who + ": concurrency max " + std::to_string(was) + " -> " + std::to_string(now) +
-                      ": a key's node now has " + std::to_string(places_now) + " places for leases, not " +
-                      std::to_string(places_was) + "; a key holding more keeps the " + std::to_string(places_now) +
-                      " that end last, and the others end when the key is next touched" +
+        out.push_back(who + (envoy ? ": requests_per_unit " : ": concurrency max ") + std::to_string(was) + " -> " +
+                      std::to_string(now) + ": a key's node now has " + std::to_string(places_now) +
+                      " places for leases, not " + std::to_string(places_was) + "; a key holding more keeps the " +
+                      std::to_string(places_now) + " that end last, and the others end when the key is next touched" +
                       http(" (their release answers 410)") +
                       ". A lowered max that keeps its places keeps every lease held");
     } else if (ob->lease_rule >= 0) {

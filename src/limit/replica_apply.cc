@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "limit/calendar_window.h"
 #include "limit/concurrency.h"
 #include "limit/engine_impl.h"
 #include "limit/fixed_window.h"
@@ -77,8 +78,14 @@ void EngineImpl::ApplyAdd(const BizConfig& cfg, uint8_t* state, const Change& c,
     uint8_t* block = state + spec.offset;
     if (spec.algo == Algo::kConcurrency) continue;  // its leases come as events, each with its id and expiry
     if (spec.algo == Algo::kFixed) OpenAtTheFirstUse(spec, block, at.s, now.s);
+    // A calendar use is recorded in its own window as the sender recorded
+    // it (a window the copy holds, or the next one, its debt carried in),
+    // unless the copy's block is in a later window already: merged with
+    // "n uses at at_ms" summed after their window's end, a late use of a
+    // window that borrowed lost the debt it carries on (found by a review).
     if (spec.algo == Algo::kTokenBucket ||
-        (spec.algo == Algo::kFixed && FixedWindow::FrameAt(spec, CounterBlock::Load(block), at.s).open)) {
+        (spec.algo == Algo::kFixed && FixedWindow::FrameAt(spec, CounterBlock::Load(block), at.s).open) ||
+        (spec.algo == Algo::kCalendar && !CalendarWindow::Ahead(spec, block, at))) {
       Record(spec, block, at, c.n);
       continue;
     }

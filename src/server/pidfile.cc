@@ -33,9 +33,12 @@ bool Runs(long pid, const char* name) {
 bool IsFrsd(long pid) { return Runs(pid, "frsd"); }
 
 // Whether process `pid` here is on its way out: a zombie, or one with a
-// SIGKILL pending (its exit under way). Its lock goes with its last file:
+// SIGKILL pending (its exit under way: an frsd master after kill -9, whose
+// workers closed the locks at their start). Its lock goes with its files:
 // a start a few milliseconds after `kill -9` of a shard's processes found
-// it still held and was refused (found from outside: 2 starts in 12).
+// it still held and was refused (found from outside: 2 starts in 12). A
+// pid of another PID namespace that names a dying process here costs the
+// wait, then the same refusal.
 bool Dying(long pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%ld/status", pid);
@@ -98,6 +101,8 @@ Result<LockFile> LockFile::AcquireOnce(const std::string& path, const std::strin
   bool locked = flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
   if (!locked && errno != EWOULDBLOCK) return Status::FromErrno("cannot lock " + path, errno);
   if (!locked && PidIn(fd.get()) > 0 && Dying(PidIn(fd.get()))) locked = LockOnceTheHolderIsGone(fd.get());
+  // Gone between the lock's refusal and Dying's look: its lock went with it.
+  if (!locked) locked = flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
   if (!locked) {
     const long pid = PidIn(fd.get());
     // Named as a pid to kill only when that process is an frsd here. The

@@ -1228,7 +1228,8 @@ TEST(ReloadWords, AnEnvoyDescriptorsChangeIsSaidInEnvoysTerms) {
     ASSERT_EQ(ends.size(), 1u);
     EXPECT_EQ(ends[0].find("map.xml") == std::string::npos, from_envoy) << ends[0];
     EXPECT_EQ(ends[0].find("answers 410") == std::string::npos, from_envoy) << ends[0];
-    EXPECT_NE(ends[0].find("concurrency max 3 -> 1"), std::string::npos) << ends[0];
+    EXPECT_NE(ends[0].find(from_envoy ? "requests_per_unit 3 -> 1" : "concurrency max 3 -> 1"), std::string::npos)
+        << ends[0];
     // The unit changed to a rate: the leases end; reservations per key
     // went from 0 to the default, so nothing of them is said either way.
     const std::vector<std::string> gone = limit::HeldAReloadEnds(*running, *rate, from_envoy);
@@ -1242,6 +1243,16 @@ TEST(ReloadWords, AnEnvoyDescriptorsChangeIsSaidInEnvoysTerms) {
     // said of a map.xml biz only.
     const std::vector<std::string> back = limit::HeldAReloadEnds(*rate, *running, from_envoy);
     EXPECT_EQ(back.empty(), from_envoy) << (back.empty() ? "" : back[0]);
+    // The descriptor removed: said as one, without the 404 of a release.
+    limit::MapConfig none = *running;
+    none.bizzes.clear();
+    const std::vector<std::string> removed = limit::HeldAReloadEnds(*running, none, from_envoy);
+    ASSERT_EQ(removed.size(), 1u);
+    EXPECT_NE(removed[0].find(from_envoy ? "<grpc config>: 1 `unit: concurrent` descriptor(s) removed (envoy.chg.u)"
+                                         : "map.xml: 1 biz(es) removed (u)"),
+              std::string::npos)
+        << removed[0];
+    EXPECT_EQ(removed[0].find("(404)") == std::string::npos, from_envoy) << removed[0];
   }
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "common/temp_dir.h"
 
@@ -94,29 +95,41 @@ TEST(LockFile, ARefusalNamesNoPidThatIsNotAnFrsd) {
                                            path);
 }
 
-// A holder on its way out (a zombie whose child still has the lock's file
-// open, as a shard's workers have after kill -9 of its master) is waited
-// for: the start a moment after the kill takes the lock (it was refused).
+// A holder on its way out is waited for: the start a moment after a kill
+// -9 takes the lock (it was refused). Here the holder is a zombie whose
+// child keeps the lock's file open until the test lets it go, 200 ms into
+// the second start's wait (an frsd killed so is a process with SIGKILL
+// pending until its files close, a moment too short to test).
 TEST(LockFile, ADyingHoldersLockIsWaitedFor) {
   frs::testing::TempDir dir;
   const std::string path = dir.path() + "/frsd.pid";
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
   const pid_t holder = ::fork();
   ASSERT_GE(holder, 0);
   if (holder == 0) {
     auto held = LockFile::Acquire(path, "pid file");
     if (!held.ok() || !held->WritePid(::getpid()).ok()) ::_exit(1);
     if (::fork() == 0) {  // the lock's file open past its holder's end
-      ::usleep(300000);
+      ::close(go[1]);
+      char c;
+      (void)::read(go[0], &c, 1);  // until the test closes its end
       ::_exit(0);
     }
     ::_exit(0);
   }
+  ::close(go[0]);
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(holder), &info, WEXITED | WNOWAIT), 0);  // a zombie, not reaped
-  ASSERT_EQ(info.si_status, 0);
+  EXPECT_EQ(info.si_status, 0);
+  std::thread release([&] {
+    ::usleep(200000);
+    ::close(go[1]);
+  });
   auto second = LockFile::Acquire(path, "pid file");
-  EXPECT_TRUE(second.ok()) << second.status().ToString();
+  release.join();
   ::waitpid(holder, nullptr, 0);
+  EXPECT_TRUE(second.ok()) << second.status().ToString();
 }
 
 // A link at the lock's place (planted by the owner of a store directory
