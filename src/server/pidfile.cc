@@ -17,15 +17,22 @@
 namespace frs::server {
 namespace {
 
-// Whether `pid` is a live process named frsd (/proc/PID/comm).
+// Reads /proc/PID/`file` into `buf` (NUL-terminated, `size` - 1 bytes at
+// most): the bytes read, or -1 when there is no such process.
+ssize_t ReadProc(long pid, const char* file, char* buf, size_t size) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%ld/%s", pid, file);
+  os::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return -1;
+  const ssize_t n = ::read(fd.get(), buf, size - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  return n;
+}
+
 // Whether process `pid` here runs the program `name` (its /proc comm).
 bool Runs(long pid, const char* name) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%ld/comm", pid);
-  os::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return false;
-  char comm[32] = {};
-  const ssize_t n = ::read(fd.get(), comm, sizeof comm - 1);
+  char comm[32];
+  const ssize_t n = ReadProc(pid, "comm", comm, sizeof comm);
   const size_t len = std::strlen(name);
   return n == static_cast<ssize_t>(len + 1) && std::strncmp(comm, name, len) == 0 && comm[len] == '\n';
 }
@@ -40,13 +47,8 @@ bool IsFrsd(long pid) { return Runs(pid, "frsd"); }
 // pid of another PID namespace that names a dying process here costs the
 // wait, then the same refusal.
 bool Dying(long pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%ld/status", pid);
-  os::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return false;
-  char buf[4096] = {};
-  const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
-  if (n <= 0) return false;
+  char buf[4096];
+  if (ReadProc(pid, "status", buf, sizeof buf) <= 0) return false;
   if (const char* st = std::strstr(buf, "\nState:\t"); st != nullptr && (st[8] == 'Z' || st[8] == 'X')) return true;
   for (const char* field : {"\nSigPnd:\t", "\nShdPnd:\t"}) {
     const char* at = std::strstr(buf, field);
