@@ -865,6 +865,19 @@ void TokenBucketMaxAlike(const BizConfig& ob, const BizConfig& nb, const std::st
 
 }  // namespace
 
+namespace {
+// The names of the bizzes a reload removed, as said: 8 at most, then how
+// many more, and their count.
+struct RemovedNames {
+  std::string names;
+  size_t n = 0;
+  void Add(const std::string& name) {
+    if (n++ < 8) names += (names.empty() ? "" : ", ") + name;
+  }
+  std::string Said() const { return n > 8 ? names + ", and " + std::to_string(n - 8) + " more" : names; }
+};
+}  // namespace
+
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy) {
   std::vector<std::string> out;
   // By id: an Envoy configuration may bring thousands of bizzes.
@@ -875,8 +888,8 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
   // One line for every biz removed that may hold leases or reservations (a
   // rate rule keeps reservations by default): an Envoy configuration may
   // drop thousands at once.
-  std::string removed, removed_envoy;
-  size_t nremoved = 0, nremoved_envoy = 0;
+  // map.xml's bizzes, and Envoy's descriptors apart, in their own terms.
+  RemovedNames removed, removed_envoy;
   std::unordered_map<std::string_view, bool> next_names;
   for (const BizConfig& nb : next.bizzes) next_names.emplace(nb.name, true);
   for (const BizConfig& ob : running.bizzes) {
@@ -889,14 +902,9 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
     if (kept[ob.id] || (ob.lease_rule < 0 && (ob.res_cap == 0 || (with_envoy && FromEnvoy(ob)))) ||
         next_names.contains(ob.name) || EnvoyInternal(ob))
       continue;
-    // An Envoy descriptor's said apart, in its own terms (no 404 to a
-    // client: Envoy sends no release).
-    const bool envoy = with_envoy && FromEnvoy(ob);
-    std::string& list = envoy ? removed_envoy : removed;
-    if ((envoy ? nremoved_envoy++ : nremoved++) < 8) list += (list.empty() ? "" : ", ") + ob.name;
+    // No 404 to an Envoy client: Envoy sends no release.
+    (with_envoy && FromEnvoy(ob) ? removed_envoy : removed).Add(ob.name);
   }
-  if (nremoved > 8) removed += ", and " + std::to_string(nremoved - 8) + " more";
-  if (nremoved_envoy > 8) removed_envoy += ", and " + std::to_string(nremoved_envoy - 8) + " more";
   // A biz of map.xml whose id changed, its name kept: its keys' nodes are
   // under the id (the store's key), so every key starts from zero, which a
   // reload logged as one biz added and one removed of the same name only.
@@ -925,14 +933,14 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                   was + (kept[it->second->id] ? ", another biz's now" : ", which the map no longer has") +
                   "); give it back id " + was + " to keep them");
   }
-  if (nremoved > 0)
-    out.push_back(next.path + ": " + std::to_string(nremoved) + " biz(es) removed (" + removed +
+  if (removed.n > 0)
+    out.push_back(next.path + ": " + std::to_string(removed.n) + " biz(es) removed (" + removed.Said() +
                   "): the leases and reservations their keys hold are no longer released, renewed or settled (404), " +
                   "and end with their nodes, which are stale now (reclaimed as new keys need room); a biz put back " +
                   "under the same id before then finds them held");
-  if (nremoved_envoy > 0)
-    out.push_back("<grpc config>: " + std::to_string(nremoved_envoy) + " `unit: concurrent` descriptor(s) removed (" +
-                  removed_envoy +
+  if (removed_envoy.n > 0)
+    out.push_back("<grpc config>: " + std::to_string(removed_envoy.n) + " `unit: concurrent` descriptor(s) removed (" +
+                  removed_envoy.Said() +
                   "): the places their keys hold end with their nodes, which are stale now (reclaimed as new keys "
                   "need room); a descriptor put back under the same biz before then finds them held");
   for (const BizConfig& nb : next.bizzes) {
